@@ -1,0 +1,1 @@
+"""gharc.listener."""

@@ -1,0 +1,1 @@
+"""Test infrastructure: a real etcd + kube-apiserver control plane and pytest helpers."""
