@@ -29,7 +29,7 @@ import urllib.request
 from collections.abc import Iterable
 from pathlib import Path
 from types import TracebackType
-from typing import IO, Any
+from typing import IO, Any, cast
 
 import yaml
 
@@ -319,7 +319,9 @@ class ControlPlane:
         return revision
 
 
-def kubeconfig_dict(server: str, *, ca_pem: bytes, cert_pem: bytes, key_pem: bytes) -> dict[str, Any]:
+def kubeconfig_dict(
+    server: str, *, ca_pem: bytes, cert_pem: bytes, key_pem: bytes
+) -> dict[str, Any]:
     """An admin kubeconfig with everything inline, named like envtest's."""
     import base64
 
@@ -365,14 +367,14 @@ async def install_crds(kubeconfig_path: str, crds: Iterable[dict[str, Any]]) -> 
             name = crd["metadata"]["name"]
             names.append(name)
             try:
-                await ext.create_custom_resource_definition(crd)
+                await ext.create_custom_resource_definition(cast(Any, crd))
             except ApiException as err:
                 if err.status != 409:
                     raise
                 current = await ext.read_custom_resource_definition(name)
                 crd = {**crd, "metadata": {**crd["metadata"]}}
                 crd["metadata"]["resourceVersion"] = current.metadata.resource_version
-                await ext.replace_custom_resource_definition(name, crd)
+                await ext.replace_custom_resource_definition(name, cast(Any, crd))
         deadline = time.monotonic() + 30
         for name in names:
             while True:

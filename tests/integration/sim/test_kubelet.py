@@ -1,0 +1,149 @@
+"""The kubelet simulator moves pods through the phases a real kubelet reports."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+from kubernetes_asyncio import client
+
+from gharc.sim.kubelet import ContainerContext, KubeletSimulator
+from gharc.testing.wait import eventually
+
+
+class ExitAfter:
+    def __init__(self, seconds: float, code: int) -> None:
+        self.seconds, self.code = seconds, code
+
+    async def run(self, ctx: ContainerContext) -> int:
+        try:
+            await asyncio.wait_for(ctx.stop.wait(), timeout=self.seconds)
+        except TimeoutError:
+            return self.code
+        return 0
+
+
+def pod(
+    name: str, *, image: str = "busybox", env: list[dict[str, Any]] | None = None
+) -> dict[str, Any]:
+    return {
+        "metadata": {"name": name},
+        "spec": {
+            "restartPolicy": "Never",
+            "terminationGracePeriodSeconds": 30,
+            "containers": [{"name": "main", "image": image, "env": env or []}],
+        },
+    }
+
+
+def by_image(image: str, program: Any) -> Any:
+    return lambda p, c: program if c.get("image") == image else None
+
+
+async def read(core: client.CoreV1Api, ns: str, name: str) -> Any:
+    try:
+        return await core.read_namespaced_pod(name, ns)
+    except client.ApiException as err:
+        if err.status == 404:
+            return None
+        raise
+
+
+async def test_pod_runs_and_succeeds_with_exit_code_zero(api_client: Any, namespace: str) -> None:
+    core = client.CoreV1Api(api_client)
+    programs = [by_image("quick", ExitAfter(0.3, 0))]
+    async with KubeletSimulator(api_client, programs=programs, namespaces=[namespace]):
+        await core.create_namespaced_pod(namespace, pod("ok", image="quick"))
+        running = await eventually(
+            lambda: _phase_is(core, namespace, "ok", "Running"), message="pod Running"
+        )
+        assert running.spec.node_name == "gharc-sim-node"
+        done = await eventually(lambda: _phase_is(core, namespace, "ok", "Succeeded"))
+        term = done.status.container_statuses[0].state.terminated
+        assert term.exit_code == 0
+        assert term.reason == "Completed"
+        assert term.finished_at is not None
+
+
+async def test_failing_container_reports_exit_code_and_failed_phase(
+    api_client: Any, namespace: str
+) -> None:
+    core = client.CoreV1Api(api_client)
+    async with KubeletSimulator(
+        api_client, programs=[by_image("bad", ExitAfter(0.1, 3))], namespaces=[namespace]
+    ):
+        await core.create_namespaced_pod(namespace, pod("bad", image="bad"))
+        done = await eventually(lambda: _phase_is(core, namespace, "bad", "Failed"))
+        assert done.status.container_statuses[0].state.terminated.exit_code == 3
+
+
+async def test_deletion_is_graceful_and_the_kubelet_removes_the_pod(
+    api_client: Any, namespace: str
+) -> None:
+    core = client.CoreV1Api(api_client)
+    async with KubeletSimulator(api_client, namespaces=[namespace]):
+        await core.create_namespaced_pod(namespace, pod("sleeper"))
+        await eventually(lambda: _phase_is(core, namespace, "sleeper", "Running"))
+        await core.delete_namespaced_pod("sleeper", namespace)
+        # bound to a node, so the API server keeps it until the kubelet confirms
+        terminating = await read(core, namespace, "sleeper")
+        assert terminating is not None and terminating.metadata.deletion_timestamp is not None
+        await eventually(lambda: _gone(core, namespace, "sleeper"), message="pod removed")
+
+
+async def test_eviction_fails_the_pod_with_reason_evicted(api_client: Any, namespace: str) -> None:
+    core = client.CoreV1Api(api_client)
+    async with KubeletSimulator(api_client, namespaces=[namespace]) as kubelet:
+        await core.create_namespaced_pod(namespace, pod("victim"))
+        await eventually(lambda: _phase_is(core, namespace, "victim", "Running"))
+        kubelet.evict(namespace, "victim")
+        failed = await eventually(lambda: _phase_is(core, namespace, "victim", "Failed"))
+        assert failed.status.reason == "Evicted"
+        assert failed.status.container_statuses[0].state.terminated.exit_code == 137
+
+
+async def test_env_from_secrets_and_mounted_files_reach_the_program(
+    api_client: Any, namespace: str
+) -> None:
+    core = client.CoreV1Api(api_client)
+    await core.create_namespaced_secret(
+        namespace, {"metadata": {"name": "s"}, "stringData": {"token": "abc", "config.json": "{}"}}
+    )
+    seen: dict[str, Any] = {}
+
+    class Capture:
+        async def run(self, ctx: ContainerContext) -> int:
+            seen.update(env=ctx.env, files=ctx.files)
+            return 0
+
+    spec = pod(
+        "env",
+        image="cap",
+        env=[
+            {"name": "PLAIN", "value": "x"},
+            {"name": "TOKEN", "valueFrom": {"secretKeyRef": {"name": "s", "key": "token"}}},
+            {"name": "POD", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+        ],
+    )
+    spec["spec"]["volumes"] = [{"name": "cfg", "secret": {"secretName": "s"}}]
+    spec["spec"]["containers"][0]["volumeMounts"] = [{"name": "cfg", "mountPath": "/etc/cfg"}]
+    async with KubeletSimulator(
+        api_client, programs=[by_image("cap", Capture())], namespaces=[namespace]
+    ):
+        await core.create_namespaced_pod(namespace, spec)
+        await eventually(lambda: _phase_is(core, namespace, "env", "Succeeded"))
+    assert seen["env"] == {"PLAIN": "x", "TOKEN": "abc", "POD": "env"}
+    assert seen["files"]["/etc/cfg/config.json"] == b"{}"
+
+
+async def _phase_is(core: client.CoreV1Api, ns: str, name: str, phase: str) -> Any:
+    p = await read(core, ns, name)
+    return p if p is not None and p.status.phase == phase else None
+
+
+async def _gone(core: client.CoreV1Api, ns: str, name: str) -> bool:
+    return await read(core, ns, name) is None
+
+
+pytestmark = pytest.mark.cluster
