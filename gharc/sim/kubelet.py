@@ -306,7 +306,7 @@ class KubeletSimulator:
         if run.deleting:
             await self._final_delete(ns, name, run.uid)
             return
-        main = containers[0] if containers else {"name": "main"}
+        main, program = self._main_container(pod, containers)
         ctx = ContainerContext(
             pod=pod,
             container=main,
@@ -317,7 +317,6 @@ class KubeletSimulator:
         started = now_rfc3339()
         await self._patch_status(ns, name, self._running_status(pod, containers, started))
         self.pods_started += 1
-        program = self._program_for(pod, main)
         prog_task = asyncio.create_task(program.run(ctx))
         fault_wait = asyncio.create_task(run.fault_event.wait())
         done, _ = await asyncio.wait({prog_task, fault_wait}, return_when=asyncio.FIRST_COMPLETED)
@@ -365,12 +364,16 @@ class KubeletSimulator:
         except TimeoutError:
             return True
 
-    def _program_for(self, pod: dict[str, Any], container: dict[str, Any]) -> Program:
-        for factory in self._programs:
-            program = factory(pod, container)
-            if program is not None:
-                return program
-        return SleepProgram()
+    def _main_container(
+        self, pod: dict[str, Any], containers: list[dict[str, Any]]
+    ) -> tuple[dict[str, Any], Program]:
+        """The container whose program decides the pod's fate (sidecars just sleep)."""
+        for container in containers:
+            for factory in self._programs:
+                program = factory(pod, container)
+                if program is not None:
+                    return container, program
+        return (containers[0] if containers else {"name": "main"}), SleepProgram()
 
     async def _bind(self, namespace: str, name: str) -> None:
         body: Any = {

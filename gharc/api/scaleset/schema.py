@@ -1,0 +1,442 @@
+"""The four scale set CRDs (``actions.github.com/v1alpha1``) as Python definitions.
+
+This module is the single source of truth: ``python -m gharc.api.generate`` renders it into
+``gharc/api/crds/actions.github.com_*.yaml`` and a unit test fails when the YAML on disk
+differs from what this module produces.
+
+Field names and shapes follow ARC's CRDs (chart ``gha-runner-scale-set-controller``) so
+manifests written for ARC apply unchanged. Where gharc differs, it is deliberate and noted:
+
+- AutoscalingRunnerSet ``spec`` requires ``githubConfigUrl`` and ``githubConfigSecret`` and
+  checks ``minRunners <= maxRunners`` and the 45-character name limit that ARC only
+  enforced in its Helm chart (a longer name makes the listener's labels invalid later).
+- Status fields behaviours.md needs: ARS ``observedGeneration``; ERS
+  ``spec.actionableRevision``, ``status.appliedActionableRevision``,
+  ``status.finishedRunnerCleanupPatchID``; listener failure accounting; ARS/ERS
+  ``finishedEphemeralRunners``/``deletingEphemeralRunners``, which ARC's printer columns
+  already pointed at but its status never had.
+- ERS ``status.currentReplicas`` is not ``required`` (ARC's is): a required status field
+  turns every partial status merge patch on a fresh object into a 422.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from gharc.api.podtemplate import Schema, embedded_object_meta, string_map
+from gharc.api.scaleset import constants as c
+
+CRD_API_VERSION = "apiextensions.k8s.io/v1"
+
+
+# --- shared sub-types --------------------------------------------------------------------
+
+
+def _string() -> Schema:
+    return {"type": "string"}
+
+
+def _int(minimum: int | None = None, fmt: str | None = None) -> Schema:
+    out: Schema = {"type": "integer"}
+    if fmt:
+        out["format"] = fmt
+    if minimum is not None:
+        out["minimum"] = minimum
+    return out
+
+
+def _strings() -> Schema:
+    return {"type": "array", "items": _string()}
+
+
+def _object(properties: dict[str, Schema], required: list[str] | None = None) -> Schema:
+    out: Schema = {"type": "object", "properties": dict(sorted(properties.items()))}
+    if required:
+        out["required"] = sorted(required)
+    return out
+
+
+def resource_meta() -> Schema:
+    """ARC ``ResourceMeta``: labels/annotations for an object the controller creates."""
+    return _object({"annotations": string_map(), "labels": string_map()})
+
+
+def proxy_config() -> Schema:
+    """ARC ``ProxyConfig``."""
+    server = _object({"credentialSecretRef": _string(), "url": _string()})
+    return _object({"http": server, "https": copy.deepcopy(server), "noProxy": _strings()})
+
+
+def tls_config() -> Schema:
+    """ARC ``TLSConfig``: a CA bundle from a ConfigMap key (core ``ConfigMapKeySelector``)."""
+    selector = _object(
+        {
+            "key": _string(),
+            "name": {"type": "string", "default": ""},
+            "optional": {"type": "boolean"},
+        },
+        required=["key"],
+    )
+    selector["x-kubernetes-map-type"] = "atomic"
+    return _object({"certificateFrom": _object({"configMapKeyRef": selector})})
+
+
+def vault_config() -> Schema:
+    """ARC ``VaultConfig``. ``azure_key_vault`` is the only vault ARC supports.
+
+    ``secretKey`` is not in ARC's CRD, but ARC's Helm chart renders it; accepting it keeps
+    ``helm template | kubectl apply`` (strict field validation) working.
+    """
+    azure = _object(
+        {
+            "certificatePath": _string(),
+            "clientId": _string(),
+            "secretKey": _string(),
+            "tenantId": _string(),
+            "url": _string(),
+        },
+        required=["certificatePath", "clientId", "tenantId", "url"],
+    )
+    return _object(
+        {
+            "azureKeyVault": azure,
+            "proxy": proxy_config(),
+            "type": {"type": "string", "enum": ["azure_key_vault"]},
+        }
+    )
+
+
+def metrics_config() -> Schema:
+    """ARC ``MetricsConfig``: which listener metrics to expose, with which labels."""
+    labelled = _object({"labels": _strings()}, required=["labels"])
+    histogram = _object(
+        {"buckets": {"type": "array", "items": {"type": "number"}}, "labels": _strings()},
+        required=["labels"],
+    )
+    return _object(
+        {
+            "counters": {"type": "object", "additionalProperties": labelled},
+            "gauges": {"type": "object", "additionalProperties": copy.deepcopy(labelled)},
+            "histograms": {"type": "object", "additionalProperties": histogram},
+        }
+    )
+
+
+def image_pull_secrets() -> Schema:
+    """``[]corev1.LocalObjectReference``."""
+    ref = _object({"name": {"type": "string", "default": ""}})
+    ref["x-kubernetes-map-type"] = "atomic"
+    return {"type": "array", "items": ref}
+
+
+def _root(spec: Schema, status: Schema, required: list[str] | None = None) -> Schema:
+    out = _object(
+        {
+            "apiVersion": _string(),
+            "kind": _string(),
+            "metadata": {"type": "object"},
+            "spec": spec,
+            "status": status,
+        },
+        required=required,
+    )
+    return out
+
+
+# --- per kind ----------------------------------------------------------------------------
+
+
+def ephemeral_runner_spec(pod_template: Schema) -> Schema:
+    """ARC ``EphemeralRunnerSpec``: runner settings plus an inline ``PodTemplateSpec``."""
+    props = pod_template["properties"]
+    return _object(
+        {
+            "ephemeralRunnerConfigSecretMetadata": resource_meta(),
+            "githubConfigSecret": _string(),
+            "githubConfigUrl": _string(),
+            "githubServerTLS": tls_config(),
+            "metadata": copy.deepcopy(props.get("metadata", embedded_object_meta())),
+            "proxy": proxy_config(),
+            "proxySecretRef": _string(),
+            "runnerScaleSetId": _int(),
+            "spec": copy.deepcopy(props["spec"]),
+            "vaultConfig": vault_config(),
+        },
+        required=["githubConfigSecret", "githubConfigUrl", "runnerScaleSetId"],
+    )
+
+
+def autoscaling_runner_set_schema(pod_template: Schema) -> Schema:
+    """AutoscalingRunnerSet: what a user (or Helm) writes."""
+    spec = _object(
+        {
+            "autoscalingListener": resource_meta(),
+            "ephemeralRunnerConfigSecretMetadata": resource_meta(),
+            "ephemeralRunnerMetadata": resource_meta(),
+            "ephemeralRunnerSetMetadata": resource_meta(),
+            "githubConfigSecret": {"type": "string", "minLength": 1},
+            "githubConfigUrl": {
+                "type": "string",
+                "minLength": 1,
+                "maxLength": 2048,
+                "x-kubernetes-validations": [
+                    {
+                        "rule": "isURL(self)",
+                        "message": "githubConfigUrl must be a URL such as "
+                        "https://github.com/my-org or https://github.com/my-org/my-repo",
+                    }
+                ],
+            },
+            "githubServerTLS": tls_config(),
+            "listenerConfigSecretMetadata": resource_meta(),
+            "listenerMetrics": metrics_config(),
+            "listenerRoleBindingMetadata": resource_meta(),
+            "listenerRoleMetadata": resource_meta(),
+            "listenerServiceAccountMetadata": resource_meta(),
+            "listenerTemplate": copy.deepcopy(pod_template),
+            "maxRunners": _int(minimum=0),
+            "minRunners": _int(minimum=0),
+            "proxy": proxy_config(),
+            "runnerGroup": _string(),
+            "runnerScaleSetLabels": {
+                "type": "array",
+                "items": {
+                    "type": "string",
+                    "minLength": 1,
+                    "maxLength": c.MAX_SCALE_SET_LABEL_LENGTH - 1,
+                },
+            },
+            "runnerScaleSetName": _string(),
+            "template": copy.deepcopy(pod_template),
+            "vaultConfig": vault_config(),
+        },
+        required=["githubConfigSecret", "githubConfigUrl"],
+    )
+    spec["x-kubernetes-validations"] = [
+        {
+            "rule": "!has(self.minRunners) || !has(self.maxRunners)"
+            " || self.minRunners <= self.maxRunners",
+            "message": "minRunners must be less than or equal to maxRunners",
+            "fieldPath": ".minRunners",
+            "reason": "FieldValueInvalid",
+        }
+    ]
+    status = _object(
+        {
+            "currentRunners": _int(),
+            "deletingEphemeralRunners": _int(),
+            "failedEphemeralRunners": _int(),
+            "finishedEphemeralRunners": _int(),
+            "observedGeneration": _int(fmt="int64"),
+            "pendingEphemeralRunners": _int(),
+            "phase": _string(),
+            "runningEphemeralRunners": _int(),
+        }
+    )
+    root = _root(spec, status, required=["spec"])
+    limit = c.MAX_AUTOSCALING_RUNNER_SET_NAME_LENGTH
+    root["x-kubernetes-validations"] = [
+        {
+            "rule": f"size(self.metadata.name) <= {limit}",
+            "message": f"metadata.name must be at most {limit} characters: the listener is "
+            f"named <name>-<8 characters>-listener and used as a label value (63 at most)",
+        }
+    ]
+    return root
+
+
+def ephemeral_runner_set_schema(pod_template: Schema) -> Schema:
+    """EphemeralRunnerSet: owned by the ARS controller, scaled by the listener."""
+    spec = _object(
+        {
+            "actionableRevision": _int(minimum=0, fmt="int64"),
+            "ephemeralRunnerMetadata": resource_meta(),
+            "ephemeralRunnerSpec": ephemeral_runner_spec(pod_template),
+            "patchID": _int(),
+            "replicas": _int(minimum=0),
+        },
+        required=["patchID"],
+    )
+    status = _object(
+        {
+            "appliedActionableRevision": _int(minimum=0, fmt="int64"),
+            "currentReplicas": _int(),
+            "deletingEphemeralRunners": _int(),
+            "failedEphemeralRunners": _int(),
+            "finishedEphemeralRunners": _int(),
+            "finishedRunnerCleanupPatchID": _int(),
+            "pendingEphemeralRunners": _int(),
+            "phase": _string(),
+            "runningEphemeralRunners": _int(),
+        }
+    )
+    return _root(spec, status)
+
+
+def ephemeral_runner_schema(pod_template: Schema) -> Schema:
+    """EphemeralRunner: one runner (JIT config secret + pod)."""
+    status = _object(
+        {
+            "failures": {
+                "type": "object",
+                "additionalProperties": {"type": "string", "format": "date-time"},
+            },
+            "jobDisplayName": _string(),
+            "jobId": _string(),
+            "jobRepositoryName": _string(),
+            "jobRequestId": _int(fmt="int64"),
+            "jobWorkflowRef": _string(),
+            "message": _string(),
+            "phase": _string(),
+            "ready": {"type": "boolean"},
+            "reason": _string(),
+            "runnerId": _int(),
+            "runnerName": _string(),
+            "workflowRunId": _int(fmt="int64"),
+        }
+    )
+    return _root(ephemeral_runner_spec(pod_template), status)
+
+
+def autoscaling_listener_schema(pod_template: Schema) -> Schema:
+    """AutoscalingListener: built by the ARS controller, lives in the controller namespace.
+
+    ``status`` (empty in ARC) carries the failure accounting of behaviours B1.
+    """
+    spec = _object(
+        {
+            "autoscalingRunnerSetName": _string(),
+            "autoscalingRunnerSetNamespace": _string(),
+            "configSecretMetadata": resource_meta(),
+            "ephemeralRunnerSetName": _string(),
+            "githubConfigSecret": _string(),
+            "githubConfigUrl": _string(),
+            "githubServerTLS": tls_config(),
+            "image": _string(),
+            "imagePullSecrets": image_pull_secrets(),
+            "maxRunners": _int(minimum=0),
+            "metrics": metrics_config(),
+            "minRunners": _int(minimum=0),
+            "proxy": proxy_config(),
+            "roleBindingMetadata": resource_meta(),
+            "roleMetadata": resource_meta(),
+            "runnerScaleSetId": _int(),
+            "serviceAccountMetadata": resource_meta(),
+            "template": copy.deepcopy(pod_template),
+            "vaultConfig": vault_config(),
+        }
+    )
+    status = _object(
+        {
+            "failures": _int(minimum=0),
+            "lastFailedPodUID": _string(),
+            "lastFailureTime": {"type": "string", "format": "date-time"},
+            "phase": _string(),
+        }
+    )
+    return _root(spec, status)
+
+
+# --- CRD objects -------------------------------------------------------------------------
+
+
+def _col(name: str, path: str, kind: str = "integer") -> dict[str, str]:
+    return {"jsonPath": path, "name": name, "type": kind}
+
+
+_KINDS: list[tuple[str, str, Any, list[dict[str, str]]]] = [
+    (
+        c.KIND_AUTOSCALING_RUNNER_SET,
+        c.PLURAL_AUTOSCALING_RUNNER_SETS,
+        autoscaling_runner_set_schema,
+        [
+            _col("Minimum Runners", ".spec.minRunners"),
+            _col("Maximum Runners", ".spec.maxRunners"),
+            _col("Current Runners", ".status.currentRunners"),
+            _col("Phase", ".status.phase", "string"),
+            _col("Pending Runners", ".status.pendingEphemeralRunners"),
+            _col("Running Runners", ".status.runningEphemeralRunners"),
+            _col("Finished Runners", ".status.finishedEphemeralRunners"),
+            _col("Deleting Runners", ".status.deletingEphemeralRunners"),
+        ],
+    ),
+    (
+        c.KIND_EPHEMERAL_RUNNER_SET,
+        c.PLURAL_EPHEMERAL_RUNNER_SETS,
+        ephemeral_runner_set_schema,
+        [
+            _col("DesiredReplicas", ".spec.replicas"),
+            _col("CurrentReplicas", ".status.currentReplicas"),
+            _col("Pending Runners", ".status.pendingEphemeralRunners"),
+            _col("Running Runners", ".status.runningEphemeralRunners"),
+            _col("Finished Runners", ".status.finishedEphemeralRunners"),
+            _col("Deleting Runners", ".status.deletingEphemeralRunners"),
+            _col("Phase", ".status.phase", "string"),
+        ],
+    ),
+    (
+        c.KIND_EPHEMERAL_RUNNER,
+        c.PLURAL_EPHEMERAL_RUNNERS,
+        ephemeral_runner_schema,
+        [
+            _col("GitHub Config URL", ".spec.githubConfigUrl", "string"),
+            _col("RunnerId", ".status.runnerId", "number"),
+            _col("Phase", ".status.phase", "string"),
+            _col("JobRepository", ".status.jobRepositoryName", "string"),
+            _col("JobWorkflowRef", ".status.jobWorkflowRef", "string"),
+            _col("WorkflowRunId", ".status.workflowRunId", "number"),
+            _col("JobDisplayName", ".status.jobDisplayName", "string"),
+            _col("JobId", ".status.jobId", "string"),
+            _col("Message", ".status.message", "string"),
+            _col("Age", ".metadata.creationTimestamp", "date"),
+        ],
+    ),
+    (
+        c.KIND_AUTOSCALING_LISTENER,
+        c.PLURAL_AUTOSCALING_LISTENERS,
+        autoscaling_listener_schema,
+        [
+            _col("GitHub Configure URL", ".spec.githubConfigUrl", "string"),
+            _col("AutoscalingRunnerSet Namespace", ".spec.autoscalingRunnerSetNamespace", "string"),
+            _col("AutoscalingRunnerSet Name", ".spec.autoscalingRunnerSetName", "string"),
+            _col("Failures", ".status.failures"),
+        ],
+    ),
+]
+
+
+def crd(kind: str, plural: str, schema: Schema, columns: list[dict[str, str]]) -> dict[str, Any]:
+    """One namespaced, single-version CRD with the status subresource (as ARC's)."""
+    return {
+        "apiVersion": CRD_API_VERSION,
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": f"{plural}.{c.GROUP}"},
+        "spec": {
+            "group": c.GROUP,
+            "names": {
+                "kind": kind,
+                "listKind": f"{kind}List",
+                "plural": plural,
+                "singular": kind.lower(),
+            },
+            "scope": "Namespaced",
+            "versions": [
+                {
+                    "additionalPrinterColumns": copy.deepcopy(columns),
+                    "name": c.VERSION,
+                    "schema": {"openAPIV3Schema": schema},
+                    "served": True,
+                    "storage": True,
+                    "subresources": {"status": {}},
+                }
+            ],
+        },
+    }
+
+
+def crds(pod_template: Schema) -> list[dict[str, Any]]:
+    """All four scale set CRDs, given the structural ``PodTemplateSpec`` schema."""
+    return [
+        crd(kind, plural, build(pod_template), columns) for kind, plural, build, columns in _KINDS
+    ]

@@ -1,0 +1,34 @@
+"""Settings shared by the four scale set reconcilers (what ARC passes as flags and env)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from gharc.api.scaleset import constants as c
+
+#: Delays before re-creating a failed runner pod, indexed by failures so far (behaviours B2).
+RUNNER_FAILURE_BACKOFF: tuple[float, ...] = (0.0, 5.0, 10.0, 20.0, 40.0, 80.0)
+#: Delays before re-creating a listener that exited non-zero (behaviours B1), then capped.
+LISTENER_FAILURE_BACKOFF: tuple[float, ...] = (5.0, 10.0, 20.0, 40.0, 80.0, 160.0)
+
+
+@dataclass
+class ScaleSetOptions:
+    controller_namespace: str
+    """Where AutoscalingListeners and listener pods live (CONTROLLER_MANAGER_POD_NAMESPACE)."""
+    listener_image: str = "ghcr.io/gharc/gharc:latest"
+    """The listener runs from the controller's own image (CONTROLLER_MANAGER_CONTAINER_IMAGE)."""
+    listener_command: tuple[str, ...] = ("gharc", "listener")
+    """Overridden by LISTENER_ENTRYPOINT, as in ARC."""
+    listener_image_pull_secrets: tuple[str, ...] = ()
+    listener_metrics_addr: str = ":8080"
+    listener_metrics_endpoint: str = "/metrics"
+    log_level: str = "info"
+    log_format: str = "text"
+    exclude_label_propagation_prefixes: tuple[str, ...] = ()
+    runner_max_concurrent_reconciles: int = 2
+    runner_failure_backoff: tuple[float, ...] = RUNNER_FAILURE_BACKOFF
+    runner_max_failures: int = 5
+    listener_failure_backoff: tuple[float, ...] = LISTENER_FAILURE_BACKOFF
+    build_version: str = "dev"
+    user_agent: str = field(default=f"{c.USER_AGENT_PREFIX}gharc")

@@ -1,0 +1,221 @@
+"""What the simulated containers run: a GitHub Actions runner and the listener process.
+
+Both are chosen by what a real image would run. A container whose env carries
+``ACTIONS_RUNNER_INPUT_JITCONFIG`` is a runner (the official image starts ``run.sh`` with it);
+a container named ``listener`` whose command is gharc's listener is started as a real
+subprocess, so the listener under test is the same program users run in their pods.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import json
+import logging
+import os
+import signal
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import yaml
+from kubernetes_asyncio import client
+
+from gharc.api.scaleset import constants as c
+from gharc.sim.kubelet import ContainerContext, ProgramFactory
+
+log = logging.getLogger(__name__)
+
+
+class RunnerProgram:
+    """An ephemeral runner: redeem the JIT config, take one job, run it, report, exit 0.
+
+    It speaks the fake GitHub's runner-side API (``/_runner/...``). A runner that is told to
+    stop while idle disconnects and exits 0, as the real runner does on SIGTERM.
+    """
+
+    def __init__(self, *, poll_seconds: float = 30.0, speedup: float = 1.0) -> None:
+        self.poll_seconds = poll_seconds
+        self.speedup = speedup
+
+    async def run(self, ctx: ContainerContext) -> int:
+        encoded = ctx.env.get(c.ENV_RUNNER_JIT_CONFIG, "")
+        try:
+            config = json.loads(base64.b64decode(encoded, validate=True))
+            server = str(config["serverUrl"]).rstrip("/")
+        except Exception:
+            log.warning("runner %s: no usable JIT config", ctx.name)
+            return 1
+        async with aiohttp.ClientSession() as http:
+            async with http.post(
+                f"{server}/_runner/connect", json={"encodedJITConfig": encoded}
+            ) as resp:
+                if resp.status != 200:
+                    log.warning("runner %s: connect failed with %d", ctx.name, resp.status)
+                    return 1
+                session = await resp.json()
+            auth = {"Authorization": f"Bearer {session['token']}"}
+            job = await self._next_job(http, server, auth, ctx)
+            if job is None:
+                with contextlib.suppress(aiohttp.ClientError):
+                    await http.post(f"{server}/_runner/disconnect", headers=auth)
+                return 0
+            rid = job["runnerRequestId"]
+            await http.post(f"{server}/_runner/jobs/{rid}/started", headers=auth)
+            duration = float(job.get("durationSeconds") or 0) / self.speedup
+            try:
+                await asyncio.wait_for(ctx.stop.wait(), timeout=duration)
+                result = "canceled"
+            except TimeoutError:
+                result = str(job.get("result") or "succeeded")
+            async with http.post(
+                f"{server}/_runner/jobs/{rid}/completed", headers=auth, json={"result": result}
+            ):
+                pass
+            return 0
+
+    async def _next_job(
+        self,
+        http: aiohttp.ClientSession,
+        server: str,
+        auth: dict[str, str],
+        ctx: ContainerContext,
+    ) -> dict[str, Any] | None:
+        while not ctx.stop.is_set():
+            poll = asyncio.create_task(
+                http.get(
+                    f"{server}/_runner/jobs/next",
+                    params={"timeout": str(self.poll_seconds)},
+                    headers=auth,
+                )
+            )
+            stop = asyncio.create_task(ctx.stop.wait())
+            done, _ = await asyncio.wait({poll, stop}, return_when=asyncio.FIRST_COMPLETED)
+            if stop in done:
+                poll.cancel()
+                await asyncio.gather(poll, return_exceptions=True)
+                return None
+            stop.cancel()
+            resp = poll.result()
+            async with resp:
+                if resp.status == 200:
+                    job: dict[str, Any] = await resp.json()
+                    return job
+                if resp.status in (401, 404):
+                    return None  # registration removed: the runner shuts down
+        return None
+
+
+class ListenerProcessProgram:
+    """Runs the pod's ``gharc listener`` as a subprocess with the pod's env and config.
+
+    Secret volumes are written to a private folder and ``LISTENER_CONFIG_PATH`` is pointed
+    at it. The process reaches the API server as the pod's service account (a token from
+    the TokenRequest API), so the listener's narrow RBAC is exercised for real.
+    """
+
+    def __init__(self, api: client.ApiClient, *, extra_env: dict[str, str] | None = None) -> None:
+        self._api = api
+        self._extra_env = extra_env or {}
+
+    async def _service_account_kubeconfig(self, ctx: ContainerContext, folder: Path) -> Path:
+        sa = ctx.pod["spec"].get("serviceAccountName") or "default"
+        core = client.CoreV1Api(self._api)
+        body: Any = {"spec": {"expirationSeconds": 3600}}
+        token = await core.create_namespaced_service_account_token(sa, ctx.namespace, body)
+        cfg = self._api.configuration
+        cluster: dict[str, Any] = {"server": cfg.host}
+        if cfg.ssl_ca_cert:
+            cluster["certificate-authority"] = cfg.ssl_ca_cert
+        else:
+            cluster["insecure-skip-tls-verify"] = True
+        doc = {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [{"name": "sim", "cluster": cluster}],
+            "users": [{"name": sa, "user": {"token": token.status.token}}],
+            "contexts": [{"name": "sim", "context": {"cluster": "sim", "user": sa}}],
+            "current-context": "sim",
+        }
+        path = folder / "kubeconfig"
+        path.write_text(yaml.safe_dump(doc))
+        return path
+
+    async def run(self, ctx: ContainerContext) -> int:
+        with tempfile.TemporaryDirectory(prefix=f"gharc-{ctx.name}-") as tmp:
+            folder = Path(tmp)
+            env = {**os.environ, **ctx.env, **self._extra_env}
+            for path, data in ctx.files.items():
+                local = folder / path.lstrip("/")
+                local.parent.mkdir(parents=True, exist_ok=True)
+                local.write_bytes(data)
+            config_path = env.get(c.ENV_LISTENER_CONFIG_PATH, c.LISTENER_CONFIG_PATH)
+            env[c.ENV_LISTENER_CONFIG_PATH] = str(folder / config_path.lstrip("/"))
+            env["KUBECONFIG"] = str(await self._service_account_kubeconfig(ctx, folder))
+            env.setdefault("HOSTNAME", ctx.name)
+            proc = await asyncio.create_subprocess_exec(
+                sys.executable,
+                "-m",
+                "gharc",
+                "listener",
+                env=env,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.STDOUT,
+            )
+            pump = asyncio.create_task(self._pump(ctx.name, proc))
+            stop = asyncio.create_task(ctx.stop.wait())
+            waiter = asyncio.create_task(proc.wait())
+            done, _ = await asyncio.wait({waiter, stop}, return_when=asyncio.FIRST_COMPLETED)
+            if stop in done and waiter not in done:
+                with contextlib.suppress(ProcessLookupError):
+                    proc.send_signal(signal.SIGTERM)
+            else:
+                stop.cancel()
+            try:
+                code = await waiter
+            except asyncio.CancelledError:
+                with contextlib.suppress(ProcessLookupError):
+                    proc.kill()
+                await proc.wait()
+                raise
+            finally:
+                await asyncio.gather(pump, return_exceptions=True)
+            return code if code >= 0 else 128 - code
+
+    @staticmethod
+    async def _pump(name: str, proc: asyncio.subprocess.Process) -> None:
+        assert proc.stdout is not None
+        plog = logging.getLogger(f"gharc.sim.pod.{name}")
+        async for line in proc.stdout:
+            plog.info("%s", line.decode(errors="replace").rstrip())
+
+
+def is_runner(pod: dict[str, Any], container: dict[str, Any]) -> bool:
+    return any(e.get("name") == c.ENV_RUNNER_JIT_CONFIG for e in container.get("env") or [])
+
+
+def is_listener(pod: dict[str, Any], container: dict[str, Any]) -> bool:
+    command = [*(container.get("command") or []), *(container.get("args") or [])]
+    return container.get("name") == c.LISTENER_CONTAINER_NAME and "listener" in " ".join(command)
+
+
+def default_programs(
+    api: client.ApiClient,
+    *,
+    runner: RunnerProgram | None = None,
+    listener_env: dict[str, str] | None = None,
+) -> list[ProgramFactory]:
+    """Runner pods run :class:`RunnerProgram`, listener pods the real listener process."""
+    runner_program = runner or RunnerProgram()
+    listener_program = ListenerProcessProgram(api, extra_env=listener_env)
+
+    def runners(pod: dict[str, Any], container: dict[str, Any]) -> RunnerProgram | None:
+        return runner_program if is_runner(pod, container) else None
+
+    def listeners(pod: dict[str, Any], container: dict[str, Any]) -> ListenerProcessProgram | None:
+        return listener_program if is_listener(pod, container) else None
+
+    return [runners, listeners]

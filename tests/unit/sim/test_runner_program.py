@@ -1,0 +1,56 @@
+"""The simulated runner redeems its JIT config, runs one job and de-registers itself."""
+
+from __future__ import annotations
+
+import asyncio
+
+from gharc.sim.github import FakeGitHubServer
+from gharc.sim.kubelet import ContainerContext
+from gharc.sim.programs import RunnerProgram
+
+
+def context(encoded: str) -> ContainerContext:
+    pod = {"metadata": {"name": "r-1", "namespace": "ns"}, "spec": {}}
+    return ContainerContext(
+        pod=pod,
+        container={"name": "runner"},
+        env={"ACTIONS_RUNNER_INPUT_JITCONFIG": encoded},
+        files={},
+    )
+
+
+async def setup_scale_set(gh: FakeGitHubServer) -> tuple[int, str]:
+    tenant = gh.state.tenant_for("org", "octo-org")
+    ss = gh.state.create_scale_set(
+        tenant, {"name": "sim-set", "runnerGroupId": 1, "labels": [{"name": "sim-set"}]}
+    )
+    _, encoded = gh.state.generate_jit_config(tenant, ss.id, "r-1", "_work")
+    return ss.id, encoded
+
+
+async def test_runner_takes_an_assigned_job_and_completes_it() -> None:
+    async with FakeGitHubServer(poll_timeout=1.0) as gh:
+        ss_id, encoded = await setup_scale_set(gh)
+        job = gh.enqueue_job("octo-org/octo-repo", ["sim-set"], duration=0.2, result="failed")
+        ss = gh.state.scale_sets[ss_id]
+        assert gh.state.acquire_jobs(ss, [job.request_id]) == [job.request_id]
+        code = await asyncio.wait_for(RunnerProgram(poll_seconds=1).run(context(encoded)), 10)
+        assert code == 0
+        done = gh.state.job(job.request_id)
+        assert done.status == "completed"
+        assert done.result == "failed"  # the job's result, not the runner's exit code
+        assert not gh.state.runners, "an ephemeral runner de-registers after its job"
+
+
+async def test_idle_runner_stops_cleanly_when_told_to() -> None:
+    async with FakeGitHubServer(poll_timeout=1.0) as gh:
+        _, encoded = await setup_scale_set(gh)
+        ctx = context(encoded)
+        task = asyncio.create_task(RunnerProgram(poll_seconds=5).run(ctx))
+        await asyncio.sleep(0.3)
+        ctx.stop.set()
+        assert await asyncio.wait_for(task, 5) == 0
+
+
+async def test_runner_with_a_garbage_jit_config_exits_non_zero() -> None:
+    assert await RunnerProgram().run(context("not-base64!")) == 1
