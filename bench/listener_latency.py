@@ -1,0 +1,169 @@
+"""Listener latency: a job enqueued at the fake GitHub -> the EphemeralRunnerSet patch landing.
+
+Runs a real control plane (etcd + kube-apiserver), the fake GitHub in this process, and the
+listener as a subprocess (``python -m gharc.listener``), exactly as a pod would run it. Jobs
+are enqueued one at a time; for job ``k`` the clock stops when a watch on the
+EphemeralRunnerSet first shows ``spec.replicas >= k``. That path is: the fake wakes the long
+poll (JobAvailable) -> acquire -> delete -> the next poll returns JobAssigned with the new
+statistics -> merge patch -> watch event. Prints p50/p90/p99/max over ``--jobs`` (500).
+
+    .venv/bin/python bench/listener_latency.py [--jobs 500]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from kubernetes_asyncio import client, watch
+
+from gharc.api import crds
+from gharc.api.scaleset.constants import GROUP, PLURAL_EPHEMERAL_RUNNER_SETS, VERSION
+from gharc.kube.config import new_api_client
+from gharc.sim.github import DEFAULT_ORG, DEFAULT_REPO, FakeGitHubServer
+from gharc.testing.controlplane import install_crds_sync, running_control_plane
+
+NAMESPACE = "bench"
+ERS = "bench-ers"
+SET = "bench-set"
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    index = min(len(ordered) - 1, max(0, round(q / 100 * (len(ordered) - 1))))
+    return ordered[index]
+
+
+async def watch_replicas(api: Any, seen: list[tuple[float, int]], ready: asyncio.Event) -> None:
+    """Append (monotonic time, replicas) for every event on the EphemeralRunnerSet."""
+    custom = client.CustomObjectsApi(api)
+    w = watch.Watch()
+    ready.set()
+    async with w.stream(
+        custom.list_namespaced_custom_object,
+        GROUP,
+        VERSION,
+        NAMESPACE,
+        PLURAL_EPHEMERAL_RUNNER_SETS,
+        field_selector=f"metadata.name={ERS}",
+        timeout_seconds=600,
+    ) as stream:
+        async for event in stream:
+            obj = event["object"]
+            seen.append((time.monotonic(), int(obj["spec"].get("replicas", 0))))
+
+
+async def wait_for(
+    seen: list[tuple[float, int]], replicas: int, since: int, timeout: float
+) -> float:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for t, r in seen[since:]:
+            if r >= replicas:
+                return t
+        await asyncio.sleep(0.001)
+    raise TimeoutError(f"replicas never reached {replicas}")
+
+
+async def bench(kubeconfig: str, jobs: int) -> None:
+    api = await new_api_client(kubeconfig=kubeconfig)
+    core: Any = client.CoreV1Api(api)
+    custom = client.CustomObjectsApi(api)
+    await core.create_namespace({"metadata": {"name": NAMESPACE}})
+    async with FakeGitHubServer(port=0, poll_timeout=50.0) as gh:
+        tenant = gh.state.tenant_for("org", DEFAULT_ORG)
+        ss = gh.state.create_scale_set(tenant, {"name": SET, "runnerGroupId": 1})
+        runner_spec = {
+            "githubConfigUrl": gh.config_url(DEFAULT_ORG),
+            "githubConfigSecret": "s",
+            "runnerScaleSetId": ss.id,
+            "spec": {"containers": [{"name": "runner", "image": "runner"}]},
+        }
+        await custom.create_namespaced_custom_object(
+            GROUP,
+            VERSION,
+            NAMESPACE,
+            PLURAL_EPHEMERAL_RUNNER_SETS,
+            {
+                "apiVersion": f"{GROUP}/{VERSION}",
+                "kind": "EphemeralRunnerSet",
+                "metadata": {"name": ERS},
+                "spec": {"replicas": 0, "patchID": 0, "ephemeralRunnerSpec": runner_spec},
+            },
+        )
+        config = {
+            "configure_url": gh.config_url(DEFAULT_ORG),
+            "github_token": gh.token,
+            "ephemeral_runner_set_namespace": NAMESPACE,
+            "ephemeral_runner_set_name": ERS,
+            "runner_scale_set_id": ss.id,
+            "min_runners": 0,
+            "max_runners": jobs + 10,
+            "log_level": "error",
+        }
+        with tempfile.TemporaryDirectory() as tmp:
+            path = Path(tmp) / "config.json"
+            path.write_text(json.dumps(config))
+            proc = await asyncio.create_subprocess_exec(
+                sys.executable,
+                "-m",
+                "gharc.listener",
+                env={
+                    "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+                    "LISTENER_CONFIG_PATH": str(path),
+                    "KUBECONFIG": kubeconfig,
+                },
+            )
+            seen: list[tuple[float, int]] = []
+            ready = asyncio.Event()
+            watcher = asyncio.create_task(watch_replicas(api, seen, ready))
+            await ready.wait()
+            try:
+                deadline = time.monotonic() + 30
+                while gh.state.active_session(ss) is None:
+                    if time.monotonic() > deadline:
+                        raise TimeoutError("listener did not start")
+                    await asyncio.sleep(0.05)
+                await asyncio.sleep(0.5)  # let the initial patch and first poll settle
+                latencies: list[float] = []
+                started = time.monotonic()
+                for k in range(1, jobs + 1):
+                    mark = len(seen)
+                    t0 = time.monotonic()
+                    gh.enqueue_job(DEFAULT_REPO, [SET])
+                    t1 = await wait_for(seen, k, mark, timeout=30)
+                    latencies.append(max(0.0, t1 - t0))
+                total = time.monotonic() - started
+            finally:
+                watcher.cancel()
+                proc.terminate()
+                await proc.wait()
+    await api.close()
+    ms = [x * 1000 for x in latencies]
+    print(f"listener latency, enqueue -> ERS patch seen by a watch ({jobs} jobs, sequential)")
+    print(
+        f"  p50 {percentile(ms, 50):.1f} ms  p90 {percentile(ms, 90):.1f} ms  "
+        f"p99 {percentile(ms, 99):.1f} ms  max {max(ms):.1f} ms  mean {statistics.mean(ms):.1f} ms"
+    )
+    print(f"  {jobs} jobs in {total:.1f} s; listener exit code {proc.returncode}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--jobs", type=int, default=500)
+    args = parser.parse_args()
+    with running_control_plane() as cp:
+        install_crds_sync(cp.kubeconfig_path, crds.load("all"))
+        asyncio.run(bench(cp.kubeconfig_path, args.jobs))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,394 @@
+"""The listener's main loop and process wiring.
+
+:class:`Listener` is the loop, over injected seams (an Actions API, a Kubernetes patcher, a
+sleep that a stop interrupts) so unit tests drive it with fakes and ``looptime``.
+:func:`run` builds the real pieces from a :class:`ListenerConfig`, installs the signal
+handlers and turns the outcome into an exit code:
+
+* 0: stopped by SIGTERM/SIGINT; polling stopped and the session was deleted, so the next
+  listener gets the session at once instead of waiting out a 409;
+* 1: a deterministic failure (bad credentials, scale set gone, rate limit far away, session
+  held by someone else), printed as one line. The AutoscalingListener controller's restart
+  backoff (behaviours.md B1) paces the retry, not this process;
+* 2: the config is invalid (see ``__main__``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import random
+import signal
+import socket
+import sys
+import uuid
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+from gharc.listener.config import ConfigError, ListenerConfig
+from gharc.listener.handler import MessageHandler
+from gharc.listener.kube import RunnerSetPatcher
+from gharc.listener.metrics import ListenerMetrics, MetricsServer
+from gharc.listener.scaler import Scaler
+from gharc.listener.session import (
+    ActionsAPI,
+    FatalError,
+    SessionClient,
+    Stopped,
+    describe_fatal,
+    is_transient,
+    jittered,
+)
+
+__all__ = ["EXIT_CONFIG", "EXIT_FATAL", "EXIT_OK", "Listener", "run"]
+
+log = logging.getLogger("gharc.listener")
+
+EXIT_OK = 0
+EXIT_FATAL = 1
+EXIT_CONFIG = 2
+
+T = TypeVar("T")
+
+
+class Listener:
+    """Long-polls one scale set's queue and keeps its EphemeralRunnerSet at the desired count."""
+
+    def __init__(
+        self,
+        cfg: ListenerConfig,
+        api: ActionsAPI,
+        patcher: RunnerSetPatcher,
+        *,
+        metrics: ListenerMetrics | None = None,
+        owner: str | None = None,
+        rng: random.Random | None = None,
+        step_attempts: int = 5,
+    ) -> None:
+        self.cfg = cfg
+        self.api = api
+        self.patcher = patcher
+        self.metrics = metrics
+        self.rng = rng or random.Random()
+        self.stop_event = asyncio.Event()
+        self.step_attempts = step_attempts
+        self.scaler = Scaler(cfg.min_runners, cfg.max_runners)
+        self.sessions = SessionClient(
+            api,
+            cfg.runner_scale_set_id,
+            owner or _hostname(),
+            config_url=cfg.configure_url,
+            sleep=self.sleep,
+            rng=self.rng,
+        )
+        self.handler = MessageHandler(
+            self.sessions, patcher, self.scaler, metrics=metrics, retry=self._retry
+        )
+        self.last_message_id = 0
+        self.polls = 0
+        self.messages = 0
+        self.session_deleted = False
+
+    # -- control -------------------------------------------------------------------------------
+
+    def request_stop(self) -> None:
+        """Signal-safe: stop polling at the next opportunity (an in-flight poll is cancelled)."""
+        if not self.stop_event.is_set():
+            log.info("stop requested")
+        self.stop_event.set()
+
+    @property
+    def stopping(self) -> bool:
+        return self.stop_event.is_set()
+
+    async def sleep(self, seconds: float) -> bool:
+        """Sleep unless stopped; True when a stop was requested (now or during the wait)."""
+        if self.stopping:
+            return True
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self.stop_event.wait(), timeout=max(0.0, seconds))
+        return self.stopping
+
+    async def _retry(self, what: str, op: Callable[[], Awaitable[T]]) -> T:
+        """Retry transient failures of one step a few times; others propagate at once."""
+        attempt = 0
+        while True:
+            attempt += 1
+            try:
+                return await op()
+            except Exception as err:
+                if not is_transient(err) or attempt >= self.step_attempts:
+                    raise
+                wait = jittered(attempt, self.cfg.transient_max_backoff_seconds, self.rng)
+                log.warning("%s failed (%s); retry %d in %.1fs", what, err, attempt, wait)
+                if await self.sleep(wait):
+                    raise Stopped from None
+
+    # -- the loop --------------------------------------------------------------------------------
+
+    async def run(self) -> None:
+        """Open the session, publish the first count, then poll until stopped.
+
+        Raises :class:`FatalError` for a deterministic failure; returns after a stop.
+        """
+        cfg = self.cfg
+        if self.metrics is not None:
+            self.metrics.record_static(cfg.min_runners, cfg.max_runners)
+        try:
+            session = await self.sessions.open(
+                conflict_attempts=cfg.session_conflict_attempts,
+                conflict_initial_backoff=cfg.session_conflict_initial_backoff_seconds,
+                conflict_max_backoff=cfg.session_conflict_max_backoff_seconds,
+                transient_max_backoff=cfg.transient_max_backoff_seconds,
+            )
+        except Stopped:
+            return
+        try:
+            self.handler.record_statistics(session.statistics)
+            await self.publish()
+            await self._poll_loop()
+        except Stopped:
+            pass
+        except FatalError:
+            raise
+        except Exception as err:
+            if is_transient(err):  # pragma: no cover - every transient path is caught below
+                raise
+            raise FatalError(
+                describe_fatal(err, cfg.runner_scale_set_id, cfg.configure_url)
+            ) from None
+        finally:
+            self.session_deleted = await self._close_session()
+
+    async def _poll_loop(self) -> None:
+        failures = 0
+        while not self.stopping:
+            try:
+                msg = await self._poll()
+            except Stopped:
+                return
+            except FatalError:
+                raise
+            except Exception as err:
+                if not is_transient(err):
+                    raise
+                failures += 1
+                wait = jittered(failures, self.cfg.transient_max_backoff_seconds, self.rng)
+                log.warning("getting a message failed (%s); retrying in %.1fs", err, wait)
+                if await self.sleep(wait):
+                    return
+                continue
+            failures = 0
+            self.polls += 1
+            if msg is None:
+                # Nothing new: re-evaluate anyway, so a shortfall (a failed runner, a lost
+                # patch) is re-requested every cycle, not only when a job arrives.
+                await self.publish()
+                continue
+            try:
+                result = await self.handler.handle(msg)
+            except (Stopped, FatalError):
+                raise
+            except Exception as err:
+                if not is_transient(err):
+                    raise
+                # Not acknowledged: the service redelivers it; every step is idempotent.
+                failures += 1
+                wait = jittered(failures, self.cfg.transient_max_backoff_seconds, self.rng)
+                log.warning(
+                    "message %d not handled (%s); retrying in %.1fs", msg.message_id, err, wait
+                )
+                if await self.sleep(wait):
+                    return
+                continue
+            self.messages += 1
+            self.last_message_id = msg.message_id
+            log.debug("message %d: %s", msg.message_id, result)
+            await self.publish()
+
+    async def _poll(self) -> Any:
+        """One long poll, abandoned as soon as a stop is requested."""
+        poll = asyncio.ensure_future(
+            self.sessions.get_message(self.last_message_id, self.cfg.max_runners)
+        )
+        stop = asyncio.ensure_future(self.stop_event.wait())
+        try:
+            await asyncio.wait({poll, stop}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            stop.cancel()
+        if not poll.done():
+            poll.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await poll
+            raise Stopped
+        return poll.result()
+
+    async def publish(self) -> bool:
+        """Patch the EphemeralRunnerSet when the plan says so; True if a patch landed.
+
+        A patch that keeps failing is left for the next cycle: the plan (and the dirty flag)
+        is only committed after the API server accepted it.
+        """
+        plan = self.scaler.plan(self.handler.statistics.total_assigned_jobs)
+        if plan is None:
+            return False
+        try:
+            await self._retry(
+                "patch EphemeralRunnerSet",
+                lambda: self.patcher.patch_replicas(plan.replicas, plan.patch_id),
+            )
+        except Stopped:
+            raise
+        except Exception as err:
+            if not is_transient(err):
+                raise
+            log.error("EphemeralRunnerSet patch failed (%s); will retry next cycle", err)
+            return False
+        self.scaler.commit(plan)
+        if self.metrics is not None:
+            self.metrics.record_desired_runners(plan.replicas)
+        log.info(
+            "EphemeralRunnerSet %s/%s: replicas=%d patchID=%d (assigned jobs %d)",
+            self.cfg.ephemeral_runner_set_namespace,
+            self.cfg.ephemeral_runner_set_name,
+            plan.replicas,
+            plan.patch_id,
+            self.handler.statistics.total_assigned_jobs,
+        )
+        return True
+
+    async def _close_session(self) -> bool:
+        try:
+            return await asyncio.wait_for(self.sessions.close(), timeout=10)
+        except TimeoutError:
+            log.warning("deleting the message session timed out")
+            return False
+
+
+def _hostname() -> str:
+    """The session owner: the pod name (its hostname), as ARC uses."""
+    try:
+        name = socket.gethostname()
+    except OSError:
+        name = ""
+    return name or str(uuid.uuid4())
+
+
+def build_actions_client(cfg: ListenerConfig, registry: Any = None) -> Any:
+    """The real ActionsClient for ``cfg``; a bad URL or credential is a :class:`ConfigError`."""
+    from gharc.github.actions import ActionsClient
+    from gharc.github.auth import GitHubApp, PersonalAccessToken
+    from gharc.github.config import parse_config_url
+    from gharc.github.metrics import GitHubMetrics
+
+    try:
+        gh_config = parse_config_url(cfg.configure_url)
+    except ValueError as err:
+        raise ConfigError(f"configure_url: {err}") from None
+    credentials: PersonalAccessToken | GitHubApp
+    try:
+        if cfg.github_token:
+            credentials = PersonalAccessToken(cfg.github_token)
+        else:
+            credentials = GitHubApp(
+                cfg.github_app_id, cfg.github_app_installation_id, cfg.github_app_private_key
+            )
+    except ValueError as err:
+        raise ConfigError(f"github credentials: {err}") from None
+    metrics = GitHubMetrics(registry) if registry is not None else None
+    try:
+        return ActionsClient(
+            gh_config, credentials, ca_bundle=cfg.server_root_ca or None, metrics=metrics
+        )
+    except ValueError as err:
+        raise ConfigError(f"server_root_ca: {err}") from None
+
+
+async def run(
+    cfg: ListenerConfig,
+    *,
+    api: ActionsAPI | None = None,
+    patcher: RunnerSetPatcher | None = None,
+    install_signals: bool = True,
+) -> int:
+    """Run one listener process to completion and return its exit code."""
+    from gharc.github.config import parse_config_url
+
+    try:
+        gh = parse_config_url(cfg.configure_url)
+    except ValueError as err:
+        _fail(f"invalid config: configure_url: {err}")
+        return EXIT_CONFIG
+    metrics = ListenerMetrics(
+        name=cfg.ephemeral_runner_set_name,
+        namespace=cfg.ephemeral_runner_set_namespace,
+        enterprise=gh.enterprise or "",
+        organization=gh.organization or "",
+        repository=gh.repository or "",
+        config=cfg.metrics,
+    )
+    try:
+        api = api or build_actions_client(cfg, metrics.registry)
+    except ConfigError as err:
+        _fail(f"invalid config: {err}")
+        return EXIT_CONFIG
+    server: MetricsServer | None = None
+    listener: Listener | None = None
+    try:
+        if patcher is None:
+            from gharc.listener.kube import KubePatcher
+
+            try:
+                patcher = await KubePatcher.connect(
+                    cfg.ephemeral_runner_set_namespace, cfg.ephemeral_runner_set_name
+                )
+            except Exception as err:  # no kubeconfig, no service account
+                _fail(f"cannot load Kubernetes client configuration: {err}")
+                return EXIT_FATAL
+        listener = Listener(cfg, api, patcher, metrics=metrics)
+        if install_signals:
+            loop = asyncio.get_running_loop()
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                loop.add_signal_handler(sig, listener.request_stop)
+        if cfg.metrics_enabled:
+            host, port = cfg.metrics_host_port
+            server = MetricsServer(metrics, host, port, cfg.metrics_endpoint)
+            try:
+                await server.start()
+            except OSError as err:
+                _fail(f"cannot serve metrics on {cfg.metrics_addr}: {err.strerror or err}")
+                return EXIT_FATAL
+        log.info(
+            "listener for scale set %d (%s) -> EphemeralRunnerSet %s/%s, min %d max %d",
+            cfg.runner_scale_set_id,
+            cfg.configure_url,
+            cfg.ephemeral_runner_set_namespace,
+            cfg.ephemeral_runner_set_name,
+            cfg.min_runners,
+            cfg.max_runners,
+        )
+        try:
+            await listener.run()
+        except FatalError as err:
+            _fail(str(err))
+            return EXIT_FATAL
+        log.info("listener stopped (session deleted: %s)", listener.session_deleted)
+        return EXIT_OK
+    finally:
+        if install_signals and listener is not None:
+            loop = asyncio.get_running_loop()
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                loop.remove_signal_handler(sig)
+        if server is not None:
+            await server.stop()
+        if patcher is not None:
+            with contextlib.suppress(Exception):
+                await patcher.aclose()
+        with contextlib.suppress(Exception):
+            await api.aclose()
+
+
+def _fail(line: str) -> None:
+    """The one line a failed listener leaves: on stderr, no traceback."""
+    print(f"gharc listener: {line}", file=sys.stderr, flush=True)

@@ -1,0 +1,288 @@
+"""The listener's configuration: ARC's ``config.json`` (snake_case keys), plus env overrides.
+
+The AutoscalingListener controller writes ``config.json`` into the listener's secret and
+mounts it at ``LISTENER_CONFIG_PATH``; the keys are ARC's own (``cmd/ghalistener/config``) so
+an ARC-written secret works unchanged. Validation happens once, before any network call, and
+every error names the offending key: a listener with a bad config can never succeed, so it
+must say why in one line and exit (code 2) instead of crash-looping with a traceback.
+
+For local runs any scalar key can be overridden from the environment as
+``GHARC_LISTENER_<KEY>`` (upper case), e.g. ``GHARC_LISTENER_GITHUB_TOKEN`` or
+``GHARC_LISTENER_MAX_RUNNERS=3``; an override wins over the file. When
+``LISTENER_CONFIG_PATH`` is unset and the default file does not exist, the environment alone
+is used.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+__all__ = [
+    "DEFAULT_CONFIG_PATH",
+    "ENV_CONFIG_PATH",
+    "ENV_PREFIX",
+    "ConfigError",
+    "CounterMetricConfig",
+    "GaugeMetricConfig",
+    "HistogramMetricConfig",
+    "ListenerConfig",
+    "MetricsConfig",
+    "backoff_schedule",
+    "load_config",
+]
+
+ENV_CONFIG_PATH = "LISTENER_CONFIG_PATH"
+DEFAULT_CONFIG_PATH = "/etc/gha-listener/config.json"
+ENV_PREFIX = "GHARC_LISTENER_"
+MAX_INT32 = 2**31 - 1
+
+
+class ConfigError(ValueError):
+    """The configuration cannot work; the message is one line and names the key."""
+
+
+class CounterMetricConfig(BaseModel):
+    """Which labels a counter carries (ARC's ``v1alpha1.CounterMetric``)."""
+
+    model_config = ConfigDict(extra="ignore")
+    labels: list[str] = Field(default_factory=list)
+
+
+class GaugeMetricConfig(BaseModel):
+    """Which labels a gauge carries (ARC's ``v1alpha1.GaugeMetric``)."""
+
+    model_config = ConfigDict(extra="ignore")
+    labels: list[str] = Field(default_factory=list)
+
+
+class HistogramMetricConfig(BaseModel):
+    """Labels and buckets of a histogram (ARC's ``v1alpha1.HistogramMetric``)."""
+
+    model_config = ConfigDict(extra="ignore")
+    labels: list[str] = Field(default_factory=list)
+    buckets: list[float] = Field(default_factory=list)
+
+    @field_validator("buckets")
+    @classmethod
+    def _sorted(cls, value: list[float]) -> list[float]:
+        if any(b <= a for a, b in itertools.pairwise(value)):
+            raise ValueError("buckets must be strictly increasing")
+        return value
+
+
+class MetricsConfig(BaseModel):
+    """The ``metrics`` key: which metrics exist and with which labels (None = defaults)."""
+
+    model_config = ConfigDict(extra="ignore")
+    counters: dict[str, CounterMetricConfig] = Field(default_factory=dict)
+    gauges: dict[str, GaugeMetricConfig] = Field(default_factory=dict)
+    histograms: dict[str, HistogramMetricConfig] = Field(default_factory=dict)
+
+
+class ListenerConfig(BaseModel):
+    """Everything one listener needs; field names are the JSON keys ARC writes.
+
+    Fields after ``metrics`` are gharc additions with defaults, so an ARC-written secret
+    never needs them.
+    """
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+    configure_url: str = ""
+    github_token: str = Field(default="", repr=False)
+    github_app_id: str = ""
+    github_app_installation_id: int = 0
+    github_app_private_key: str = Field(default="", repr=False)
+    vault_type: str = ""
+    vault_lookup_key: str = ""
+    ephemeral_runner_set_namespace: str = ""
+    ephemeral_runner_set_name: str = ""
+    min_runners: int = Field(default=0, ge=0, le=MAX_INT32)
+    max_runners: int = Field(default=MAX_INT32, ge=0, le=MAX_INT32)
+    runner_scale_set_id: int = 0
+    runner_scale_set_name: str = ""
+    server_root_ca: str = ""
+    log_level: Literal["debug", "info", "warn", "warning", "error"] = "debug"
+    log_format: Literal["text", "json"] = "text"
+    metrics_addr: str = ""
+    metrics_endpoint: str = "/metrics"
+    metrics: MetricsConfig | None = None
+
+    # gharc: how long to wait for another listener's session to go away (409 at start-up).
+    # Defaults: 10 attempts, waits 2, 4, 8, 16, 30, 30... s: about 3.5 minutes in all.
+    session_conflict_attempts: int = Field(default=10, ge=1)
+    session_conflict_initial_backoff_seconds: float = Field(default=2.0, ge=0)
+    session_conflict_max_backoff_seconds: float = Field(default=30.0, ge=0)
+    # gharc: how long a transient-error backoff may grow to (with jitter) in the main loop.
+    transient_max_backoff_seconds: float = Field(default=30.0, gt=0)
+
+    @field_validator("github_app_id", mode="before")
+    @classmethod
+    def _app_id_text(cls, value: Any) -> Any:
+        # ARC's controller writes the app id as a string; hand-written configs use a number.
+        return str(value) if isinstance(value, int) and not isinstance(value, bool) else value
+
+    @field_validator("log_level", "log_format", mode="before")
+    @classmethod
+    def _lower(cls, value: Any) -> Any:
+        return value.lower() if isinstance(value, str) else value
+
+    def validate_semantics(self) -> None:
+        """ARC's ``Config.Validate`` rules, in ARC's order, each naming its key."""
+        if not self.configure_url:
+            raise ConfigError("configure_url is not set")
+        if not self.ephemeral_runner_set_namespace:
+            raise ConfigError("ephemeral_runner_set_namespace is not set")
+        if not self.ephemeral_runner_set_name:
+            raise ConfigError("ephemeral_runner_set_name is not set")
+        if self.runner_scale_set_id == 0:
+            raise ConfigError("runner_scale_set_id is not set (must be non-zero)")
+        if self.max_runners < self.min_runners:
+            raise ConfigError(
+                f"min_runners ({self.min_runners}) cannot be greater than "
+                f"max_runners ({self.max_runners})"
+            )
+        if self.vault_type or self.vault_lookup_key:
+            # ARC resolves the app config from Azure Key Vault here; gharc has no vault
+            # client yet, and silently ignoring it would mean running with no credentials.
+            raise ConfigError(
+                f"vault_type {self.vault_type!r} is not supported by gharc's listener; "
+                "put github_token or github_app_* in the config instead"
+            )
+        has_token = bool(self.github_token)
+        app_parts = {
+            "github_app_id": bool(self.github_app_id),
+            "github_app_installation_id": self.github_app_installation_id > 0,
+            "github_app_private_key": bool(self.github_app_private_key),
+        }
+        has_app = all(app_parts.values())
+        if has_token and any(app_parts.values()):
+            raise ConfigError(
+                "both github_token and github_app_* are set; set exactly one credential kind"
+            )
+        if not has_token and not has_app:
+            if any(app_parts.values()):
+                missing = ", ".join(k for k, ok in app_parts.items() if not ok)
+                raise ConfigError(f"GitHub App credentials incomplete: {missing} not set")
+            raise ConfigError(
+                "no credentials: set github_token, or github_app_id, "
+                "github_app_installation_id and github_app_private_key"
+            )
+        if (
+            self.session_conflict_max_backoff_seconds
+            < self.session_conflict_initial_backoff_seconds
+        ):
+            raise ConfigError(
+                "session_conflict_max_backoff_seconds cannot be below "
+                "session_conflict_initial_backoff_seconds"
+            )
+
+    @property
+    def metrics_enabled(self) -> bool:
+        """ARC serves metrics only when an address is set; gharc also treats "0" as off."""
+        return self.metrics_addr.strip() not in ("", "0")
+
+    @property
+    def metrics_host_port(self) -> tuple[str, int]:
+        """``metrics_addr`` as Go's ``net.Listen`` reads it: ``[host]:port``."""
+        addr = self.metrics_addr.strip()
+        host, sep, port = addr.rpartition(":")
+        if not sep:
+            host, port = "", addr
+        host = host.strip("[]") or "0.0.0.0"
+        try:
+            number = int(port)
+        except ValueError:
+            raise ConfigError(f"metrics_addr {addr!r} is not [host]:port") from None
+        if not 0 <= number <= 65535:
+            raise ConfigError(f"metrics_addr {addr!r}: port out of range")
+        return host, number
+
+
+_SCALAR_KEYS = tuple(name for name in ListenerConfig.model_fields if name not in ("metrics",))
+
+
+def _env_overrides(env: Mapping[str, str]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key in _SCALAR_KEYS:
+        value = env.get(ENV_PREFIX + key.upper())
+        if value is not None:
+            out[key] = value
+    raw_metrics = env.get(ENV_PREFIX + "METRICS")
+    if raw_metrics is not None:
+        try:
+            out["metrics"] = json.loads(raw_metrics) if raw_metrics.strip() else None
+        except json.JSONDecodeError as err:
+            raise ConfigError(f"{ENV_PREFIX}METRICS is not valid JSON: {err.msg}") from None
+    return out
+
+
+def _describe(err: ValidationError) -> str:
+    first = err.errors()[0]
+    key = ".".join(str(p) for p in first["loc"]) or "config"
+    value = first.get("input")
+    shown = (
+        "" if key.startswith(("github_token", "github_app_private_key")) else f" (got {value!r})"
+    )
+    if len(shown) > 80:
+        shown = shown[:77] + "...)"
+    more = f" (and {len(err.errors()) - 1} more)" if len(err.errors()) > 1 else ""
+    return f"{key}: {first['msg']}{shown}{more}"
+
+
+def load_config(
+    path: str | None = None,
+    env: Mapping[str, str] | None = None,
+) -> ListenerConfig:
+    """Read, override and validate; raise :class:`ConfigError` with a one-line message.
+
+    ``path=None`` means ``$LISTENER_CONFIG_PATH``, else the default path (which may be
+    absent: then the environment alone must carry the config).
+    """
+    env = os.environ if env is None else env
+    explicit = path if path is not None else env.get(ENV_CONFIG_PATH)
+    file_path = Path(explicit or DEFAULT_CONFIG_PATH)
+    data: dict[str, Any] = {}
+    if file_path.exists() or explicit:
+        try:
+            text = file_path.read_text()
+        except OSError as err:
+            raise ConfigError(f"cannot read config file {file_path}: {err.strerror}") from None
+        try:
+            loaded = json.loads(text)
+        except json.JSONDecodeError as err:
+            raise ConfigError(
+                f"config file {file_path} is not valid JSON: {err.msg} at line {err.lineno}"
+            ) from None
+        if not isinstance(loaded, dict):
+            raise ConfigError(f"config file {file_path} must hold a JSON object")
+        data = loaded
+    data.update(_env_overrides(env))
+    # JSON null for a scalar means "unset", as Go's decoder leaves the zero value.
+    data = {k: v for k, v in data.items() if v is not None or k == "metrics"}
+    try:
+        cfg = ListenerConfig.model_validate(data)
+    except ValidationError as err:
+        raise ConfigError(_describe(err)) from None
+    cfg.validate_semantics()
+    if cfg.metrics_enabled:
+        cfg.metrics_host_port  # noqa: B018 - validates the address early
+    return cfg
+
+
+def backoff_schedule(initial: float, cap: float, attempts: int) -> list[float]:
+    """Waits between ``attempts`` tries: doubling from ``initial``, capped at ``cap``."""
+    waits: list[float] = []
+    wait = initial
+    for _ in range(max(0, attempts - 1)):
+        waits.append(min(wait, cap))
+        wait = min(cap, wait * 2) if wait > 0 else 0.0
+    return [w if math.isfinite(w) else cap for w in waits]

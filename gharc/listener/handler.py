@@ -1,0 +1,155 @@
+"""What one queue message does: statistics, acquire, runner job info, completions, ack.
+
+The order matters. Available jobs are acquired in one call per message (one API call for a
+burst of 100 jobs, not 100). JobStarted writes the job onto the EphemeralRunner so the
+controller knows the runner is busy and never scales it down. JobStarted and JobCompleted
+mark the scaler dirty, so the next patch carries a fresh ID and the controller re-counts
+(cleaning up finished runners) instead of treating the state as idle. The message is
+deleted (acknowledged) only after all of that, so a crash in the middle redelivers it;
+every step is idempotent, which makes the redelivery harmless.
+
+Each remote step retries transient failures itself (bounded) through ``retry``: one flaky
+call must not cost the whole batch or hold up the publish that follows.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from gharc.github.models import (
+    JobAssigned,
+    JobAvailable,
+    JobCompleted,
+    JobStarted,
+    RunnerScaleSetMessage,
+    RunnerScaleSetStatistic,
+)
+from gharc.listener.kube import RunnerNotFound, RunnerSetPatcher, job_status
+from gharc.listener.metrics import ListenerMetrics
+from gharc.listener.scaler import Scaler
+from gharc.listener.session import SessionClient
+
+__all__ = ["BatchResult", "MessageHandler", "Retry"]
+
+log = logging.getLogger("gharc.listener.handler")
+
+T = TypeVar("T")
+Retry = Callable[[str, Callable[[], Awaitable[Any]]], Awaitable[Any]]
+
+
+async def _once(what: str, op: Callable[[], Awaitable[T]]) -> T:
+    return await op()
+
+
+@dataclass
+class BatchResult:
+    """What a message contained and what was done with it (for logs and tests)."""
+
+    message_id: int
+    available: int = 0
+    acquired: int = 0
+    assigned: int = 0
+    started: int = 0
+    completed: Counter[str] = field(default_factory=Counter)
+    runner_patches: int = 0
+    runners_missing: int = 0
+
+
+class MessageHandler:
+    """Applies messages; owns the latest statistics the scaler is evaluated against."""
+
+    def __init__(
+        self,
+        session: SessionClient,
+        patcher: RunnerSetPatcher,
+        scaler: Scaler,
+        metrics: ListenerMetrics | None = None,
+        retry: Retry | None = None,
+    ) -> None:
+        self.session = session
+        self.patcher = patcher
+        self.scaler = scaler
+        self.metrics = metrics
+        self.retry: Retry = retry or _once
+        self.statistics = RunnerScaleSetStatistic()
+        self.completed_by_result: Counter[str] = Counter()
+        self.acquired_total = 0
+        self.started_total = 0
+
+    def record_statistics(self, stats: RunnerScaleSetStatistic | None) -> None:
+        if stats is None:
+            return
+        self.statistics = stats
+        if self.metrics is not None:
+            self.metrics.record_statistics(stats)
+
+    async def handle(self, msg: RunnerScaleSetMessage) -> BatchResult:
+        """Everything but the publish, which the loop does right after."""
+        result = BatchResult(message_id=msg.message_id)
+        self.record_statistics(msg.statistics)
+        if msg.message_type and msg.message_type != "RunnerScaleSetJobMessages":
+            log.info("message %d of type %r ignored", msg.message_id, msg.message_type)
+        available = [j for j in msg.jobs if isinstance(j, JobAvailable)]
+        if available:
+            ids = [j.runner_request_id for j in available]
+            result.available = len(ids)
+            acquired: list[int] = await self.retry(
+                "acquire jobs", lambda: self.session.acquire_jobs(ids)
+            )
+            result.acquired = len(acquired)
+            self.acquired_total += len(acquired)
+            log.info("acquired %d of %d available jobs", len(acquired), len(ids))
+        for job in msg.jobs:
+            if isinstance(job, JobAssigned):
+                result.assigned += 1
+                log.debug("job %s (request %d) assigned", job.job_id, job.runner_request_id)
+            elif isinstance(job, JobStarted):
+                result.started += 1
+                self.started_total += 1
+                await self._job_started(job, result)
+            elif isinstance(job, JobCompleted):
+                result.completed[job.result or "unknown"] += 1
+                self.completed_by_result[job.result or "unknown"] += 1
+                self.scaler.mark_dirty()
+                if self.metrics is not None:
+                    self.metrics.record_job_completed(job)
+                log.info(
+                    "job %s (request %d) completed: %s on %s",
+                    job.job_id,
+                    job.runner_request_id,
+                    job.result,
+                    job.runner_name,
+                )
+        await self.retry("delete message", lambda: self.session.delete_message(msg.message_id))
+        return result
+
+    async def _job_started(self, job: JobStarted, result: BatchResult) -> None:
+        self.scaler.mark_dirty()
+        if self.metrics is not None:
+            self.metrics.record_job_started(job)
+        if not job.runner_name:
+            log.warning("JobStarted for request %d names no runner", job.runner_request_id)
+            return
+        status = job_status(
+            runner_request_id=job.runner_request_id,
+            owner_name=job.owner_name,
+            repository_name=job.repository_name,
+            job_id=job.job_id,
+            workflow_run_id=job.workflow_run_id,
+            job_workflow_ref=job.job_workflow_ref,
+            job_display_name=job.job_display_name,
+        )
+        try:
+            await self.retry(
+                f"patch runner {job.runner_name}",
+                lambda: self.patcher.patch_runner_job(job.runner_name, status),
+            )
+            result.runner_patches += 1
+        except RunnerNotFound:
+            # The runner may already be cleaned up (a fast job); nothing to annotate.
+            result.runners_missing += 1
+            log.info("EphemeralRunner %s not found; job info not recorded", job.runner_name)

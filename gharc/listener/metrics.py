@@ -1,0 +1,345 @@
+"""The listener's Prometheus metrics: ARC's names, label sets and buckets, plus three of gharc's.
+
+Dashboards built for ARC (``cmd/ghalistener/metrics``) must keep working, so the names,
+the default label sets and the default histogram buckets are ARC's. The ``metrics`` config
+key may choose a subset and other labels, as in ARC; an unknown metric name is logged and
+skipped (ARC does the same) rather than failing the listener.
+
+gharc adds what users asked ARC for: ``gha_available_jobs`` and ``gha_acquired_jobs`` (#3154)
+from the statistics, and ``gha_job_queue_duration_seconds`` (#3423), from a job's queue time
+to its runner assignment.
+
+Every listener has its own :class:`CollectorRegistry`, so tests can run several in one
+process and nothing leaks into the default registry.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from aiohttp import web
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
+
+from gharc.github.models import (
+    JobCompleted,
+    JobStarted,
+    RunnerScaleSetStatistic,
+)
+from gharc.listener.config import MetricsConfig
+
+__all__ = [
+    "DEFAULT_BUCKETS",
+    "ListenerMetrics",
+    "MetricsServer",
+    "default_metrics_config",
+    "parse_workflow_ref",
+]
+
+log = logging.getLogger("gharc.listener.metrics")
+
+# Label keys (ARC's).
+NAME = "name"
+NAMESPACE = "namespace"
+ENTERPRISE = "enterprise"
+ORGANIZATION = "organization"
+REPOSITORY = "repository"
+JOB_NAME = "job_name"
+JOB_WORKFLOW_REF = "job_workflow_ref"
+JOB_WORKFLOW_NAME = "job_workflow_name"
+JOB_WORKFLOW_TARGET = "job_workflow_target"
+EVENT_NAME = "event_name"
+JOB_RESULT = "job_result"
+
+ASSIGNED_JOBS = "gha_assigned_jobs"
+RUNNING_JOBS = "gha_running_jobs"
+REGISTERED_RUNNERS = "gha_registered_runners"
+BUSY_RUNNERS = "gha_busy_runners"
+MIN_RUNNERS = "gha_min_runners"
+MAX_RUNNERS = "gha_max_runners"
+DESIRED_RUNNERS = "gha_desired_runners"
+IDLE_RUNNERS = "gha_idle_runners"
+AVAILABLE_JOBS = "gha_available_jobs"
+ACQUIRED_JOBS = "gha_acquired_jobs"
+STARTED_JOBS_TOTAL = "gha_started_jobs_total"
+COMPLETED_JOBS_TOTAL = "gha_completed_jobs_total"
+JOB_STARTUP_DURATION = "gha_job_startup_duration_seconds"
+JOB_EXECUTION_DURATION = "gha_job_execution_duration_seconds"
+JOB_QUEUE_DURATION = "gha_job_queue_duration_seconds"
+
+_GAUGE_HELP = {
+    ASSIGNED_JOBS: "Number of jobs assigned to this scale set.",
+    RUNNING_JOBS: "Number of jobs running (or about to be run).",
+    REGISTERED_RUNNERS: "Number of runners registered by the scale set.",
+    BUSY_RUNNERS: "Number of registered runners running a job.",
+    MIN_RUNNERS: "Minimum number of runners.",
+    MAX_RUNNERS: "Maximum number of runners.",
+    DESIRED_RUNNERS: "Number of runners desired by the scale set.",
+    IDLE_RUNNERS: "Number of registered runners not running a job.",
+    AVAILABLE_JOBS: "Number of jobs available for this scale set to acquire (gharc).",
+    ACQUIRED_JOBS: "Number of jobs acquired by this scale set and not yet assigned (gharc).",
+}
+_COUNTER_HELP = {
+    STARTED_JOBS_TOTAL: "Total number of jobs started.",
+    COMPLETED_JOBS_TOTAL: "Total number of jobs completed.",
+}
+_HISTOGRAM_HELP = {
+    JOB_STARTUP_DURATION: (
+        "Time spent waiting for workflow job to get started on the runner owned by the "
+        "scale set (in seconds)."
+    ),
+    JOB_EXECUTION_DURATION: "Time spent executing workflow jobs by the scale set (in seconds).",
+    JOB_QUEUE_DURATION: (
+        "Time from a workflow job being queued to a runner of the scale set being assigned "
+        "to it (in seconds, gharc)."
+    ),
+}
+
+DEFAULT_BUCKETS: tuple[float, ...] = (
+    0.01, 0.05, 0.1, 0.5, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 12, 15, 18, 20, 25, 30, 40, 50, 60,
+    70, 80, 90, 100, 110, 120, 150, 180, 210, 240, 300, 360, 420, 480, 540, 600, 900, 1200,
+    1800, 2400, 3000, 3600,
+)  # fmt: skip
+
+_SCALE_SET_LABELS = [ENTERPRISE, ORGANIZATION, REPOSITORY, NAME, NAMESPACE]
+_JOB_LABELS = [ENTERPRISE, ORGANIZATION, REPOSITORY, JOB_NAME, EVENT_NAME]
+
+
+def default_metrics_config() -> MetricsConfig:
+    """ARC's defaults (``defaultMetrics`` in metrics.go) plus gharc's three metrics."""
+    return MetricsConfig.model_validate(
+        {
+            "gauges": {name: {"labels": _SCALE_SET_LABELS} for name in _GAUGE_HELP},
+            "counters": {
+                STARTED_JOBS_TOTAL: {"labels": _JOB_LABELS},
+                COMPLETED_JOBS_TOTAL: {"labels": [*_JOB_LABELS, JOB_RESULT]},
+            },
+            "histograms": {
+                JOB_STARTUP_DURATION: {"labels": _JOB_LABELS, "buckets": DEFAULT_BUCKETS},
+                JOB_EXECUTION_DURATION: {
+                    "labels": [*_JOB_LABELS, JOB_RESULT],
+                    "buckets": DEFAULT_BUCKETS,
+                },
+                JOB_QUEUE_DURATION: {"labels": _JOB_LABELS, "buckets": DEFAULT_BUCKETS},
+            },
+        }
+    )
+
+
+@dataclass(frozen=True)
+class WorkflowRef:
+    name: str = ""
+    target: str = ""
+
+
+def parse_workflow_ref(ref: str) -> WorkflowRef:
+    """``owner/repo/.github/workflows/ci.yml@refs/heads/main`` -> (``ci``, ``heads/main``).
+
+    Same rules as ARC's ``ParseWorkflowRef``: branch ``heads/x``, tag ``tags/x``, pull
+    request ``pull/<n>``; anything unparseable gives empty strings.
+    """
+    parts = ref.split("@")
+    if len(parts) != 2:
+        return WorkflowRef()
+    path, git_ref = parts
+    base = path.rsplit("/", 1)[-1]
+    name = base.removesuffix(".yml").removesuffix(".yaml")
+    target = ""
+    if git_ref.startswith("refs/heads/"):
+        target = "heads/" + git_ref.removeprefix("refs/heads/")
+    elif git_ref.startswith("refs/tags/"):
+        target = "tags/" + git_ref.removeprefix("refs/tags/")
+    elif git_ref.startswith("refs/pull/"):
+        number, sep, _ = git_ref.removeprefix("refs/pull/").partition("/")
+        if sep and number:
+            target = "pull/" + number
+    return WorkflowRef(name=name, target=target)
+
+
+def _seconds(later: datetime | None, earlier: datetime | None) -> float | None:
+    if later is None or earlier is None:
+        return None
+    return max(0.0, (later - earlier).total_seconds())
+
+
+@dataclass
+class _Metric:
+    metric: Any
+    labels: list[str] = field(default_factory=list)
+
+    def child(self, values: Mapping[str, str]) -> Any:
+        if not self.labels:
+            return self.metric
+        return self.metric.labels(**{k: values.get(k, "") for k in self.labels})
+
+
+class ListenerMetrics:
+    """Records what the listener sees; every ``record_*`` is cheap and never raises."""
+
+    def __init__(
+        self,
+        *,
+        name: str,
+        namespace: str,
+        enterprise: str = "",
+        organization: str = "",
+        repository: str = "",
+        config: MetricsConfig | None = None,
+        registry: CollectorRegistry | None = None,
+    ) -> None:
+        self.registry = registry or CollectorRegistry(auto_describe=True)
+        self.scale_set_labels = {
+            NAME: name,
+            NAMESPACE: namespace,
+            ENTERPRISE: enterprise,
+            ORGANIZATION: organization,
+            REPOSITORY: repository,
+        }
+        cfg = config if config is not None else default_metrics_config()
+        self._gauges: dict[str, _Metric] = {}
+        self._counters: dict[str, _Metric] = {}
+        self._histograms: dict[str, _Metric] = {}
+        for metric_name, gauge_cfg in cfg.gauges.items():
+            if metric_name not in _GAUGE_HELP:
+                log.error("unknown gauge %r in metrics config; skipped", metric_name)
+                continue
+            gauge = Gauge(
+                metric_name, _GAUGE_HELP[metric_name], gauge_cfg.labels, registry=self.registry
+            )
+            self._gauges[metric_name] = _Metric(gauge, list(gauge_cfg.labels))
+        for metric_name, counter_cfg in cfg.counters.items():
+            if metric_name not in _COUNTER_HELP:
+                log.error("unknown counter %r in metrics config; skipped", metric_name)
+                continue
+            # prometheus_client appends "_total" itself; give it the base name.
+            counter = Counter(
+                metric_name.removesuffix("_total"),
+                _COUNTER_HELP[metric_name],
+                counter_cfg.labels,
+                registry=self.registry,
+            )
+            self._counters[metric_name] = _Metric(counter, list(counter_cfg.labels))
+        for metric_name, hist_cfg in cfg.histograms.items():
+            if metric_name not in _HISTOGRAM_HELP:
+                log.error("unknown histogram %r in metrics config; skipped", metric_name)
+                continue
+            histogram = Histogram(
+                metric_name,
+                _HISTOGRAM_HELP[metric_name],
+                hist_cfg.labels,
+                buckets=hist_cfg.buckets or DEFAULT_BUCKETS,
+                registry=self.registry,
+            )
+            self._histograms[metric_name] = _Metric(histogram, list(hist_cfg.labels))
+
+    # -- helpers --------------------------------------------------------------------------
+
+    def _set(self, name: str, value: float) -> None:
+        metric = self._gauges.get(name)
+        if metric is not None:
+            metric.child(self.scale_set_labels).set(value)
+
+    def _inc(self, name: str, labels: Mapping[str, str]) -> None:
+        metric = self._counters.get(name)
+        if metric is not None:
+            metric.child(labels).inc()
+
+    def _observe(self, name: str, labels: Mapping[str, str], value: float | None) -> None:
+        metric = self._histograms.get(name)
+        if metric is not None and value is not None:
+            metric.child(labels).observe(value)
+
+    def _job_labels(self, job: JobStarted | JobCompleted) -> dict[str, str]:
+        ref = parse_workflow_ref(job.job_workflow_ref)
+        return {
+            ENTERPRISE: self.scale_set_labels[ENTERPRISE],
+            ORGANIZATION: job.owner_name,
+            REPOSITORY: job.repository_name,
+            JOB_NAME: job.job_display_name,
+            JOB_WORKFLOW_REF: job.job_workflow_ref,
+            JOB_WORKFLOW_NAME: ref.name,
+            JOB_WORKFLOW_TARGET: ref.target,
+            EVENT_NAME: job.event_name,
+        }
+
+    # -- what the listener reports ----------------------------------------------------------
+
+    def record_static(self, min_runners: int, max_runners: int) -> None:
+        self._set(MIN_RUNNERS, min_runners)
+        self._set(MAX_RUNNERS, max_runners)
+
+    def record_statistics(self, stats: RunnerScaleSetStatistic) -> None:
+        self._set(ASSIGNED_JOBS, stats.total_assigned_jobs)
+        self._set(RUNNING_JOBS, stats.total_running_jobs)
+        self._set(REGISTERED_RUNNERS, stats.total_registered_runners)
+        self._set(BUSY_RUNNERS, stats.total_busy_runners)
+        self._set(IDLE_RUNNERS, stats.total_idle_runners)
+        self._set(AVAILABLE_JOBS, stats.total_available_jobs)
+        self._set(ACQUIRED_JOBS, stats.total_acquired_jobs)
+
+    def record_job_started(self, job: JobStarted) -> None:
+        labels = self._job_labels(job)
+        self._inc(STARTED_JOBS_TOTAL, labels)
+        self._observe(
+            JOB_STARTUP_DURATION,
+            labels,
+            _seconds(job.runner_assign_time, job.scale_set_assign_time),
+        )
+        self._observe(JOB_QUEUE_DURATION, labels, _seconds(job.runner_assign_time, job.queue_time))
+
+    def record_job_completed(self, job: JobCompleted) -> None:
+        # As ARC: a job cancelled before any runner took it has no runner assign time and
+        # is not counted as a completion of this scale set's runners.
+        if job.runner_assign_time is None:
+            return
+        labels = self._job_labels(job)
+        labels[JOB_RESULT] = job.result
+        self._inc(COMPLETED_JOBS_TOTAL, labels)
+        self._observe(
+            JOB_EXECUTION_DURATION, labels, _seconds(job.finish_time, job.runner_assign_time)
+        )
+
+    def record_desired_runners(self, count: int) -> None:
+        self._set(DESIRED_RUNNERS, count)
+
+    def exposition(self) -> bytes:
+        """The text format, as a scrape would get it."""
+        return generate_latest(self.registry)
+
+
+class MetricsServer:
+    """Serves one registry on ``host:port`` + ``endpoint`` with aiohttp (same event loop)."""
+
+    def __init__(self, metrics: ListenerMetrics, host: str, port: int, endpoint: str) -> None:
+        self.metrics = metrics
+        self.host = host
+        self.port = port
+        self.endpoint = endpoint if endpoint.startswith("/") else "/" + endpoint
+        self._runner: web.AppRunner | None = None
+        self.bound_port: int | None = None
+
+    async def _handle(self, request: web.Request) -> web.Response:
+        return web.Response(
+            body=self.metrics.exposition(), headers={"Content-Type": CONTENT_TYPE_LATEST}
+        )
+
+    async def start(self) -> None:
+        app = web.Application()
+        app.router.add_get(self.endpoint, self._handle)
+        self._runner = web.AppRunner(app, access_log=None)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, self.host, self.port)
+        await site.start()
+        server = site._server
+        sockets = getattr(server, "sockets", None) or []
+        self.bound_port = sockets[0].getsockname()[1] if sockets else self.port
+        log.info("metrics served on http://%s:%s%s", self.host, self.bound_port, self.endpoint)
+
+    async def stop(self) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None

@@ -1,0 +1,91 @@
+"""Desired runner count and patch IDs: the pure half of the listener's scaler.
+
+The EphemeralRunnerSet controller acts on a listener patch only when ``spec.patchID`` differs
+from the patch ID its runners were created for, or is 0 (scaleset-controllers.md §9.3,
+behaviours.md B3). So the ID is a message to the controller, and the rules below (ARC's
+``cmd/ghalistener/scaler``) must hold exactly:
+
+* ``target = min(min_runners + totalAssignedJobs, max_runners)``;
+* a sequence starts at -1 and goes up by one on every publish; after ``2**31 - 1`` it wraps
+  to 0 and is incremented again (so the next ID is 1: 0 stays reserved for "idle");
+* the published ID is the sequence, except 0 when nothing happened since the previous
+  publish (no JobStarted/JobCompleted), the target did not change and equals
+  ``min_runners``: the idle steady state, in which the controller may trim idle runners.
+
+gharc adds one rule ARC lacks: a patch identical to the previous one (same replicas, same
+ID, which only the idle ``0`` can produce) is not sent, so an idle listener does not write
+the API server every long poll. A non-idle evaluation always gets a fresh ID, which is what
+makes the controller re-check a shortfall every cycle.
+
+Planning and committing are separate so a failed Kubernetes patch changes nothing: the same
+plan (and the dirty flag) is retried on the next cycle.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["MAX_PATCH_SEQ", "Patch", "Scaler", "desired_count"]
+
+MAX_PATCH_SEQ = 2**31 - 1
+
+
+def desired_count(min_runners: int, max_runners: int, assigned_jobs: int) -> int:
+    """``min(min_runners + assigned, max_runners)``; a negative statistic counts as 0."""
+    return min(min_runners + max(0, assigned_jobs), max_runners)
+
+
+@dataclass(frozen=True)
+class Patch:
+    """One EphemeralRunnerSet merge patch, and the sequence value it would commit."""
+
+    replicas: int
+    patch_id: int
+    seq: int
+
+    def body(self) -> dict[str, dict[str, int]]:
+        """The JSON merge patch; ``patchID`` is always sent (the CRD requires it)."""
+        return {"spec": {"replicas": self.replicas, "patchID": self.patch_id}}
+
+
+class Scaler:
+    """Turns statistics and job events into patches; holds no I/O."""
+
+    def __init__(self, min_runners: int, max_runners: int) -> None:
+        if max_runners < min_runners:
+            raise ValueError("max_runners must be >= min_runners")
+        self.min_runners = min_runners
+        self.max_runners = max_runners
+        self.seq = -1
+        self.last_target = -1
+        self.dirty = False
+        self.last_published: Patch | None = None
+        self.published_count = 0
+
+    def mark_dirty(self) -> None:
+        """A JobStarted or JobCompleted arrived: the next patch must carry a fresh ID."""
+        self.dirty = True
+
+    def plan(self, assigned_jobs: int) -> Patch | None:
+        """The patch to publish now, or None when it would repeat the previous one."""
+        target = desired_count(self.min_runners, self.max_runners, assigned_jobs)
+        seq = 1 if self.seq >= MAX_PATCH_SEQ else self.seq + 1
+        idle = not self.dirty and target == self.last_target and target == self.min_runners
+        patch = Patch(replicas=target, patch_id=0 if idle else seq, seq=seq)
+        last = self.last_published
+        if last is not None and (last.replicas, last.patch_id) == (patch.replicas, patch.patch_id):
+            return None
+        return patch
+
+    def commit(self, patch: Patch) -> None:
+        """Record that ``patch`` reached the API server."""
+        self.seq = patch.seq
+        self.last_target = patch.replicas
+        self.dirty = False
+        self.last_published = patch
+        self.published_count += 1
+
+    @property
+    def target(self) -> int:
+        """The replicas last published (-1 before the first publish)."""
+        return self.last_target

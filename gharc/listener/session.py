@@ -1,0 +1,294 @@
+"""The message session: create it (waiting out another listener's), refresh it, close it.
+
+Only one listener may hold a scale set's session. A 409 at start-up usually means the
+previous listener pod died without deleting its session (the service drops it after a
+while) or a second cluster points at the same scale set, so gharc waits a bounded time
+(ARC: 10 tries 30 s apart) and then exits with a line that says exactly that.
+
+Errors are sorted once, here, into three kinds, because the caller reacts to the kind only:
+
+* transient (connection failures, timeouts, 5xx, Kubernetes hiccups): retry in-process with
+  jittered backoff, never exit (ARC users saw crash loops on a plain EOF, #4488);
+* fatal (401 after the client's own refresh, 403, a rate limit the client would not wait
+  out, 404 of the scale set, other 4xx): exit non-zero with one line and let the
+  controller's restart backoff (behaviours.md B1) pace the next attempt;
+* the queue token expired (401 from the message queue): refresh the session and retry.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+from collections.abc import Awaitable, Callable
+from typing import Protocol, TypeVar
+
+import httpx
+
+from gharc.github.errors import (
+    Conflict,
+    GitHubError,
+    MessageQueueTokenExpired,
+    NotFound,
+    RateLimited,
+    SessionConflict,
+    Unauthorized,
+)
+from gharc.github.models import RunnerScaleSetMessage, RunnerScaleSetSession
+from gharc.listener.config import backoff_schedule
+from gharc.listener.kube import KubePatchError, RunnerNotFound
+
+__all__ = [
+    "ActionsAPI",
+    "FatalError",
+    "SessionClient",
+    "Stopped",
+    "describe_fatal",
+    "is_transient",
+    "jittered",
+]
+
+log = logging.getLogger("gharc.listener.session")
+
+T = TypeVar("T")
+
+
+class ActionsAPI(Protocol):
+    """The part of ``gharc.github.actions.ActionsClient`` the listener uses."""
+
+    async def create_message_session(
+        self, scale_set_id: int, owner: str
+    ) -> RunnerScaleSetSession: ...
+
+    async def refresh_message_session(
+        self, scale_set_id: int, session_id: str
+    ) -> RunnerScaleSetSession: ...
+
+    async def delete_message_session(self, scale_set_id: int, session_id: str) -> None: ...
+
+    async def get_message(
+        self, queue_url: str, queue_token: str, last_message_id: int, max_capacity: int
+    ) -> RunnerScaleSetMessage | None: ...
+
+    async def delete_message(self, queue_url: str, queue_token: str, message_id: int) -> None: ...
+
+    async def acquire_jobs(
+        self, scale_set_id: int, queue_token: str, request_ids: list[int]
+    ) -> list[int]: ...
+
+    async def aclose(self) -> None: ...
+
+
+class FatalError(Exception):
+    """The listener cannot make progress by retrying; ``str()`` is the one line to print."""
+
+
+class Stopped(Exception):
+    """A stop was requested while waiting; unwind without further calls."""
+
+
+def is_transient(err: BaseException) -> bool:
+    """True for failures that a later retry can fix without anybody changing anything."""
+    if isinstance(err, RunnerNotFound):
+        return False  # the caller ignores it; retrying cannot make the runner appear
+    if isinstance(err, KubePatchError):
+        return True  # API server restarts, RBAC that lands a moment late, 5xx, timeouts
+    if isinstance(err, RateLimited):
+        return False  # the client already waited out every limit it could
+    if isinstance(err, GitHubError):
+        return err.status is None or err.status >= 500 or err.status == 429
+    return isinstance(err, httpx.HTTPError | OSError | TimeoutError | ValueError)
+
+
+def describe_fatal(err: BaseException, scale_set_id: int, config_url: str) -> str:
+    """One line saying what failed and what to look at."""
+    detail = getattr(err, "message", None) or str(err) or type(err).__name__
+    status = getattr(err, "status", None)
+    code = f"{status} " if status else ""
+    if isinstance(err, RateLimited):
+        when = f" (resets at epoch {int(err.reset_at)})" if err.reset_at else ""
+        return f"GitHub API rate limit exhausted for {config_url}{when}: {detail}"
+    if isinstance(err, Unauthorized):
+        return (
+            f"GitHub rejected the listener's credentials for {config_url} ({code}{detail}); "
+            "check the GitHub config secret"
+        )
+    if isinstance(err, NotFound):
+        return (
+            f"runner scale set {scale_set_id} not found at {config_url} ({code}{detail}); "
+            "was it deleted on GitHub?"
+        )
+    if isinstance(err, GitHubError) and status == 403:
+        return f"GitHub refused access for {config_url} ({code}{detail})"
+    return f"{type(err).__name__}: {err}"
+
+
+class SessionClient:
+    """One scale set's message session over an :class:`ActionsAPI`.
+
+    Queue calls refresh the session once on :class:`MessageQueueTokenExpired` and retry;
+    a second 401 right after a refresh is fatal (the credential itself is gone).
+    """
+
+    def __init__(
+        self,
+        api: ActionsAPI,
+        scale_set_id: int,
+        owner: str,
+        *,
+        config_url: str = "",
+        sleep: Callable[[float], Awaitable[bool]] | None = None,
+        rng: random.Random | None = None,
+    ) -> None:
+        self.api = api
+        self.scale_set_id = scale_set_id
+        self.owner = owner
+        self.config_url = config_url
+        self.session: RunnerScaleSetSession | None = None
+        self._sleep = sleep or _plain_sleep
+        self._rng = rng or random.Random()
+        self.refreshes = 0
+
+    # -- session lifecycle -------------------------------------------------------------------
+
+    async def open(
+        self,
+        *,
+        conflict_attempts: int = 10,
+        conflict_initial_backoff: float = 2.0,
+        conflict_max_backoff: float = 30.0,
+        transient_max_backoff: float = 30.0,
+    ) -> RunnerScaleSetSession:
+        """Create the session; 409 is retried ``conflict_attempts`` times in all, then fatal.
+
+        Transient failures are retried without limit (they do not count as attempts); the
+        ``sleep`` callable returns True when a stop was requested, which raises
+        :class:`Stopped`.
+        """
+        waits = backoff_schedule(conflict_initial_backoff, conflict_max_backoff, conflict_attempts)
+        conflicts = 0
+        transient = 0
+        while True:
+            try:
+                self.session = await self.api.create_message_session(self.scale_set_id, self.owner)
+                log.info(
+                    "message session %s created for scale set %d (owner %s)",
+                    self.session.session_id,
+                    self.scale_set_id,
+                    self.owner,
+                )
+                return self.session
+            except (SessionConflict, Conflict) as err:
+                conflicts += 1
+                if conflicts >= conflict_attempts:
+                    raise FatalError(
+                        f"runner scale set {self.scale_set_id} at {self.config_url} already has "
+                        f"an active message session held by another listener (409 after "
+                        f"{conflicts} attempts): is another listener or cluster using this "
+                        f"scale set? ({err.message})"
+                    ) from None
+                wait = waits[conflicts - 1]
+                log.warning(
+                    "scale set %d already has an active session (attempt %d/%d); retrying in %.1fs",
+                    self.scale_set_id,
+                    conflicts,
+                    conflict_attempts,
+                    wait,
+                )
+            except Exception as err:
+                if not is_transient(err):
+                    raise FatalError(
+                        describe_fatal(err, self.scale_set_id, self.config_url)
+                    ) from None
+                transient += 1
+                wait = jittered(transient, transient_max_backoff, self._rng)
+                log.warning(
+                    "creating the message session failed (%s); retrying in %.1fs", err, wait
+                )
+            if await self._sleep(wait):
+                raise Stopped
+
+    async def refresh(self) -> RunnerScaleSetSession:
+        """A new queue token; a vanished session (404) is recreated."""
+        session = self._require()
+        try:
+            self.session = await self.api.refresh_message_session(
+                self.scale_set_id, session.session_id
+            )
+            self.refreshes += 1
+        except NotFound:
+            log.warning("message session %s is gone; creating a new one", session.session_id)
+            self.session = None
+            return await self.open()
+        return self.session
+
+    async def close(self) -> bool:
+        """Delete the session (best effort); True when the service confirmed it."""
+        session = self.session
+        if session is None:
+            return False
+        self.session = None
+        try:
+            await self.api.delete_message_session(self.scale_set_id, session.session_id)
+        except NotFound:
+            return True
+        except Exception as err:
+            log.warning("deleting message session %s failed: %s", session.session_id, err)
+            return False
+        log.info("message session %s deleted", session.session_id)
+        return True
+
+    # -- queue calls -------------------------------------------------------------------------
+
+    async def get_message(
+        self, last_message_id: int, max_capacity: int
+    ) -> RunnerScaleSetMessage | None:
+        return await self._with_queue_token(
+            lambda s: self.api.get_message(
+                s.message_queue_url, s.message_queue_access_token, last_message_id, max_capacity
+            )
+        )
+
+    async def delete_message(self, message_id: int) -> None:
+        await self._with_queue_token(
+            lambda s: self.api.delete_message(
+                s.message_queue_url, s.message_queue_access_token, message_id
+            )
+        )
+
+    async def acquire_jobs(self, request_ids: list[int]) -> list[int]:
+        return await self._with_queue_token(
+            lambda s: self.api.acquire_jobs(
+                self.scale_set_id, s.message_queue_access_token, request_ids
+            )
+        )
+
+    async def _with_queue_token(self, call: Callable[[RunnerScaleSetSession], Awaitable[T]]) -> T:
+        try:
+            return await call(self._require())
+        except MessageQueueTokenExpired:
+            log.info("message queue token expired; refreshing the session")
+        await self.refresh()
+        try:
+            return await call(self._require())
+        except MessageQueueTokenExpired as err:
+            raise FatalError(
+                f"the message queue of scale set {self.scale_set_id} rejected a freshly "
+                f"refreshed token ({err.message})"
+            ) from None
+
+    def _require(self) -> RunnerScaleSetSession:
+        if self.session is None:
+            raise RuntimeError("no message session is open")
+        return self.session
+
+
+def jittered(attempt: int, cap: float, rng: random.Random, base: float = 0.5) -> float:
+    """Full-jitter exponential backoff: uniform in [d/2, d], d = min(cap, base * 2^(n-1))."""
+    delay = min(cap, base * (2 ** max(0, attempt - 1)))
+    return rng.uniform(delay / 2, delay)
+
+
+async def _plain_sleep(seconds: float) -> bool:
+    await asyncio.sleep(seconds)
+    return False
