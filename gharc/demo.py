@@ -18,9 +18,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import os
-import re
-import signal
 import sys
 import time
 from collections import Counter
@@ -28,22 +25,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import aiohttp
-from kubernetes_asyncio import client, config
-
 from gharc.api import crds
 from gharc.sim.github import FakeGitHubServer
 from gharc.sim.kubelet import KubeletSimulator
-from gharc.sim.programs import RunnerProgram, default_programs
 from gharc.sim.report import JobTimes, Report, Sample
 from gharc.sim.workload import Workload
-from gharc.testing.controlplane import ControlPlane, free_port
+from gharc.testing.controlplane import ControlPlane
+from gharc.testing.world import CONTROLLER_NAMESPACE, World
 
 log = logging.getLogger("gharc.demo")
 
-CONTROLLER_NAMESPACE = "gharc-system"
 RUNNER_NAMESPACE = "arc-runners"
-SECRET_NAME = "github-pat"
 DEFAULT_WORKLOAD = "burst=0:20,burst=40:30,trickle=30/60,jobs=2-8,failures=0.05"
 
 
@@ -86,64 +78,6 @@ class _Progress:
             sys.stdout.write("\n")
 
 
-def ars_manifest(opts: DemoOptions, config_url: str) -> dict[str, Any]:
-    """The AutoscalingRunnerSet that ARC's gha-runner-scale-set chart would render."""
-    return {
-        "apiVersion": "actions.github.com/v1alpha1",
-        "kind": "AutoscalingRunnerSet",
-        "metadata": {
-            "name": opts.scale_set_name,
-            "namespace": RUNNER_NAMESPACE,
-            "labels": {
-                "app.kubernetes.io/component": "autoscaling-runner-set",
-                "app.kubernetes.io/part-of": "gha-runner-scale-set",
-                "app.kubernetes.io/version": "dev",
-            },
-        },
-        "spec": {
-            "githubConfigUrl": config_url,
-            "githubConfigSecret": SECRET_NAME,
-            "minRunners": opts.min_runners,
-            "maxRunners": opts.max_runners,
-            "template": {
-                "spec": {
-                    "restartPolicy": "Never",
-                    "containers": [
-                        {
-                            "name": "runner",
-                            "image": "ghcr.io/actions/actions-runner:latest",
-                            "command": ["/home/runner/run.sh"],
-                        }
-                    ],
-                }
-            },
-        },
-    }
-
-
-async def _scrape_kube_calls(url: str) -> dict[str, int]:
-    """``gharc_kube_api_requests_total`` from the controller's metrics endpoint."""
-    pattern = re.compile(
-        r"^gharc_kube_api_requests_total\{(?P<labels>[^}]*)\}\s+(?P<value>[0-9.e+]+)$"
-    )
-    out: Counter[str] = Counter()
-    try:
-        async with (
-            aiohttp.ClientSession() as http,
-            http.get(url, timeout=aiohttp.ClientTimeout(total=5)) as resp,
-        ):
-            text = await resp.text()
-    except (aiohttp.ClientError, TimeoutError):
-        return {}
-    for line in text.splitlines():
-        m = pattern.match(line)
-        if not m:
-            continue
-        labels = dict(re.findall(r'(\w+)="([^"]*)"', m["labels"]))
-        out[f"{labels.get('verb', '?')} {labels.get('resource', '?')}"] += int(float(m["value"]))
-    return dict(out)
-
-
 class Demo:
     def __init__(self, opts: DemoOptions) -> None:
         self.opts = opts
@@ -161,25 +95,20 @@ class Demo:
                 f"fake GitHub {gh.url}",
                 flush=True,
             )
-            cfg = client.Configuration()
-            await config.load_kube_config(config_file=cp.kubeconfig_path, client_configuration=cfg)
-            async with client.ApiClient(cfg) as api:
-                await self._prepare(api, gh)
-                metrics_port = free_port()
-                controller = await self._start_controller(cp.kubeconfig_path, metrics_port)
-                try:
-                    programs = default_programs(api, runner=RunnerProgram(poll_seconds=20))
-                    async with KubeletSimulator(api, programs=programs) as kubelet:
-                        await self._apply_scale_set(api, gh)
-                        await self._wait_for_listener(gh, controller)
-                        self.t0 = time.monotonic()
-                        await self._play(api, gh, kubelet, arrivals)
-                    self.report.kube_calls = await _scrape_kube_calls(
-                        f"http://127.0.0.1:{metrics_port}/metrics"
-                    )
-                finally:
-                    await self._stop_controller(controller)
-                self._collect(gh)
+            async with World(cp.kubeconfig_path, gh, log_dir=opts.out_dir) as world:
+                print(f"controller log: {world.controller_log_path}", flush=True)
+                await world.apply_scale_set(
+                    RUNNER_NAMESPACE,
+                    opts.scale_set_name,
+                    min_runners=opts.min_runners,
+                    max_runners=opts.max_runners,
+                )
+                await world.wait_for_listener(opts.scale_set_name, timeout=120)
+                print("listener connected: message session open", flush=True)
+                self.t0 = time.monotonic()
+                await self._play(world, arrivals)
+                self.report.kube_calls = await world.kube_calls()
+                self._collect(world)
         paths = self.report.write(opts.out_dir)
         print()
         print(self.report.text())
@@ -190,94 +119,11 @@ class Demo:
             return 1
         return 0
 
-    # -- set-up ------------------------------------------------------------------------
-    async def _prepare(self, api: client.ApiClient, gh: FakeGitHubServer) -> None:
-        core = client.CoreV1Api(api)
-        for ns in (CONTROLLER_NAMESPACE, RUNNER_NAMESPACE):
-            body: Any = {"metadata": {"name": ns}}
-            await core.create_namespace(body)
-        secret: Any = {
-            "metadata": {"name": SECRET_NAME},
-            "stringData": {"github_token": gh.token},
-        }
-        await core.create_namespaced_secret(RUNNER_NAMESPACE, secret)
-
-    async def _start_controller(
-        self, kubeconfig: str, metrics_port: int
-    ) -> asyncio.subprocess.Process:
-        env = {
-            **os.environ,
-            "CONTROLLER_MANAGER_POD_NAMESPACE": CONTROLLER_NAMESPACE,
-            "CONTROLLER_MANAGER_CONTAINER_IMAGE": "ghcr.io/gharc/gharc:dev",
-        }
-        log_path = self.opts.controller_log or (self.opts.out_dir / "controller.log")
-        log_path.parent.mkdir(parents=True, exist_ok=True)
-        self._controller_log = log_path.open("wb")
-        proc = await asyncio.create_subprocess_exec(
-            sys.executable,
-            "-m",
-            "gharc",
-            "controller",
-            "--auto-scaling-runner-set-only",
-            f"--kubeconfig={kubeconfig}",
-            f"--metrics-addr=127.0.0.1:{metrics_port}",
-            "--listener-metrics-addr=0",
-            "--log-level=info",
-            env=env,
-            stdout=self._controller_log,
-            stderr=asyncio.subprocess.STDOUT,
-        )
-        print(f"controller pid {proc.pid}, log {log_path}", flush=True)
-        return proc
-
-    async def _stop_controller(self, proc: asyncio.subprocess.Process) -> None:
-        if proc.returncode is None:
-            with contextlib.suppress(ProcessLookupError):
-                proc.send_signal(signal.SIGTERM)
-            try:
-                await asyncio.wait_for(proc.wait(), 30)
-            except TimeoutError:
-                proc.kill()
-                await proc.wait()
-        self._controller_log.close()
-
-    async def _apply_scale_set(self, api: client.ApiClient, gh: FakeGitHubServer) -> None:
-        custom = client.CustomObjectsApi(api)
-        await custom.create_namespaced_custom_object(
-            "actions.github.com",
-            "v1alpha1",
-            RUNNER_NAMESPACE,
-            "autoscalingrunnersets",
-            ars_manifest(self.opts, gh.config_url()),
-        )
-
-    async def _wait_for_listener(
-        self, gh: FakeGitHubServer, controller: asyncio.subprocess.Process
-    ) -> None:
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:
-            if controller.returncode is not None:
-                raise RuntimeError(
-                    f"the controller exited with code {controller.returncode}; "
-                    f"see {self._controller_log.name}"
-                )
-            if gh.state.sessions:
-                print("listener connected: message session open", flush=True)
-                return
-            self.progress.show("waiting for the listener to open its message session ...")
-            await asyncio.sleep(0.2)
-        raise RuntimeError("the listener did not open a message session within 120 s")
-
     # -- the run ----------------------------------------------------------------------
-    async def _play(
-        self,
-        api: client.ApiClient,
-        gh: FakeGitHubServer,
-        kubelet: KubeletSimulator,
-        arrivals: list[Any],
-    ) -> None:
+    async def _play(self, world: World, arrivals: list[Any]) -> None:
         opts = self.opts
-        custom = client.CustomObjectsApi(api)
+        gh, kubelet, custom = world.github, world.kubelet, world.custom
+        assert kubelet is not None
         pending = list(arrivals)
         faults = self._fault_plan() if opts.faults else []
         last_arrival = arrivals[-1].at if arrivals else 0.0
@@ -300,7 +146,8 @@ class Demo:
                 _, action = faults.pop(0)
                 with contextlib.suppress(Exception):
                     await action(kubelet, custom)
-            sample = await self._sample(custom, gh, t)
+            world.check_controller()
+            sample = await self._sample(world, t)
             self.progress.show(
                 f"t={t:6.1f}s  queued {sample.queued:3d}  running {sample.running:3d}  "
                 f"done {sum(1 for j in gh.state.jobs.values() if j.status == 'completed'):4d}"
@@ -316,24 +163,13 @@ class Demo:
             await asyncio.sleep(0.5)
         self.progress.done()
 
-    async def _sample(
-        self, custom: client.CustomObjectsApi, gh: FakeGitHubServer, t: float
-    ) -> Sample:
-        listed: Any = await custom.list_namespaced_custom_object(
-            "actions.github.com", "v1alpha1", RUNNER_NAMESPACE, "ephemeralrunners"
-        )
-        phases: Counter[str] = Counter()
-        for er in listed.get("items", []):
-            if er["metadata"].get("deletionTimestamp"):
-                phases["deleting"] += 1
-            else:
-                phases[(er.get("status", {}).get("phase") or "pending").lower()] += 1
-        jobs = gh.state.jobs.values()
+    async def _sample(self, world: World, t: float) -> Sample:
+        jobs = world.github.state.jobs.values()
         sample = Sample(
             t=round(t, 2),
             queued=sum(1 for j in jobs if j.status in ("queued", "acquired", "assigned")),
             running=sum(1 for j in jobs if j.status == "running"),
-            runners=dict(phases),
+            runners=dict(await world.runner_phases(RUNNER_NAMESPACE)),
         )
         self.report.samples.append(sample)
         return sample
@@ -360,7 +196,8 @@ class Demo:
 
         return [(8.0, evict_busy), (15.0, crash_listener), (45.0, evict_busy)]
 
-    def _collect(self, gh: FakeGitHubServer) -> None:
+    def _collect(self, world: World) -> None:
+        gh = world.github
         base = gh.state.jobs
         first = min((j.queue_time for j in base.values()), default=0.0)
         for rid, job in base.items():
@@ -375,7 +212,7 @@ class Demo:
                 continue
             calls[f"{method} {route}"] += n
         self.report.github_calls = dict(calls)
-        self.report.runners_created = gh.calls("*generatejitconfig*", method="POST", status=200)
+        self.report.runners_created = world.runners_created()
 
 
 def run(opts: DemoOptions) -> int:

@@ -320,10 +320,10 @@ class KubeletSimulator:
         prog_task = asyncio.create_task(program.run(ctx))
         fault_wait = asyncio.create_task(run.fault_event.wait())
         done, _ = await asyncio.wait({prog_task, fault_wait}, return_when=asyncio.FIRST_COMPLETED)
+        fault_wait.cancel()
         exit_code: int
         reason: str
         if prog_task in done:
-            fault_wait.cancel()
             try:
                 exit_code = prog_task.result()
             except Exception:

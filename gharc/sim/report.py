@@ -113,7 +113,7 @@ class Report:
         assert isinstance(per_job, dict)
         lines += [f"  {v:>8.3f}  {k}" for k, v in per_job.items()]
         lines.append(
-            f"Kubernetes API calls by the controller and listener: {s['kube_calls_total']}"
+            f"Kubernetes API calls by the controller: {s['kube_calls_total']}"
         )
         kube = s["kube_calls"]
         assert isinstance(kube, dict)

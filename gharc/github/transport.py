@@ -1,0 +1,314 @@
+"""The one place that decides how HTTP calls to GitHub are sent, retried and turned into errors.
+
+* 5xx and connection errors: retried with jittered exponential backoff, bounded attempts.
+* 403/429 rate limits: waited out until ``Retry-After`` / ``X-RateLimit-Reset`` when that is
+  within the cap, else :class:`RateLimited` at once (the caller decides, e.g. exit).
+* Any other 4xx: returned at once, never retried here (401 refresh is the caller's job).
+
+Sleep and clock are injected so tests run on a fake clock instead of real waits. Metrics are
+recorded in a transport *below* the HTTP cache, so only calls that reach GitHub count.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import random
+import ssl
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+import httpx
+from hishel import AsyncBaseStorage
+
+from gharc.github.cache import cached_transport
+from gharc.github.errors import ConnectionFailed, GitHubError, RateLimited, class_for
+from gharc.github.metrics import GitHubMetrics
+
+log = logging.getLogger(__name__)
+
+Sleep = Callable[[float], Awaitable[None]]
+Clock = Callable[[], float]
+
+ENDPOINT_EXT = "gharc_endpoint"
+_SECRET_QUERY_KEYS = ("token", "secret", "sig", "code", "key", "password", "jwt")
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """Bounded retries; ``max_rate_limit_wait`` caps a single rate-limit wait (seconds)."""
+
+    max_attempts: int = 5
+    base_delay: float = 0.5
+    max_delay: float = 30.0
+    max_rate_limit_wait: float = 900.0
+    max_rate_limit_waits: int = 3
+
+    def backoff(self, attempt: int, rng: random.Random | None = None) -> float:
+        """Full-jitter exponential delay after failed attempt number ``attempt`` (1-based)."""
+        cap = min(self.max_delay, self.base_delay * (2 ** (attempt - 1)))
+        return (rng or random).uniform(cap / 2, cap)
+
+
+def redact_url(url: str | httpx.URL) -> str:
+    """The URL without userinfo and with secret-looking query values replaced."""
+    parts = urlsplit(str(url))
+    netloc = parts.hostname or ""
+    if parts.port:
+        netloc = f"{netloc}:{parts.port}"
+    query = [
+        (k, "REDACTED" if any(s in k.lower() for s in _SECRET_QUERY_KEYS) else v)
+        for k, v in parse_qsl(parts.query, keep_blank_values=True)
+    ]
+    return urlunsplit((parts.scheme, netloc, parts.path, urlencode(query), ""))
+
+
+def _header_float(response: httpx.Response, name: str) -> float | None:
+    value = response.headers.get(name)
+    if value is None:
+        return None
+    try:
+        return float(value)
+    except ValueError:
+        return None
+
+
+def _body(response: httpx.Response) -> dict[str, Any]:
+    try:
+        data = json.loads(response.content or b"{}")
+    except ValueError:
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def is_rate_limited(response: httpx.Response) -> bool:
+    if response.status_code not in (403, 429):
+        return False
+    if response.status_code == 429 or response.headers.get("retry-after") is not None:
+        return True
+    if response.headers.get("x-ratelimit-remaining") == "0":
+        return True
+    return "rate limit" in str(_body(response).get("message", "")).lower()
+
+
+def rate_limit_wait(response: httpx.Response, now: float) -> float:
+    """Seconds to wait before the limit lifts (Retry-After wins over X-RateLimit-Reset)."""
+    retry_after = _header_float(response, "retry-after")
+    if retry_after is not None:
+        return max(0.0, retry_after)
+    reset = _header_float(response, "x-ratelimit-reset")
+    if reset is not None:
+        return max(0.0, reset - now + 1.0)
+    return 60.0
+
+
+def exception_name_of(body: dict[str, Any]) -> str | None:
+    """The short Actions exception name (``typeKey``, else the class part of ``typeName``)."""
+    key = body.get("typeKey")
+    if isinstance(key, str) and key:
+        return key
+    name = body.get("typeName")
+    if isinstance(name, str) and name:
+        return name.split(",")[0].strip().rsplit(".", 1)[-1]
+    return None
+
+
+def error_from_response(response: httpx.Response, now: float | None = None) -> GitHubError:
+    """Map an error response to the typed error; secrets never reach the message."""
+    body = _body(response)
+    message = body.get("message") if isinstance(body.get("message"), str) else None
+    if not message:
+        text = (
+            response.text.strip() if "json" not in response.headers.get("content-type", "") else ""
+        )
+        message = text[:200] or response.reason_phrase or "request failed"
+    common: dict[str, Any] = {
+        "status": response.status_code,
+        "request_id": response.headers.get("x-github-request-id")
+        or response.headers.get("activityid"),
+        "url": redact_url(response.request.url),
+        "method": response.request.method,
+    }
+    if is_rate_limited(response):
+        reset = _header_float(response, "x-ratelimit-reset")
+        return RateLimited(
+            message, reset_at=reset, retry_after=_header_float(response, "retry-after"), **common
+        )
+    name = exception_name_of(body)
+    return class_for(response.status_code, name)(message, exception_name=name, **common)
+
+
+def ssl_context(ca_bundle: str | None) -> ssl.SSLContext | bool:
+    """System trust, plus ``ca_bundle`` (a file path or PEM text) for GHES private CAs."""
+    if not ca_bundle:
+        return True
+    ctx = ssl.create_default_context()
+    if "-----BEGIN" in ca_bundle:
+        ctx.load_verify_locations(cadata=ca_bundle)
+    elif os.path.exists(ca_bundle):
+        ctx.load_verify_locations(cafile=ca_bundle)
+    else:
+        raise ValueError("ca_bundle is neither PEM text nor an existing file")
+    return ctx
+
+
+class MeteredTransport(httpx.AsyncBaseTransport):
+    """Counts and times each request that actually leaves the process."""
+
+    def __init__(self, inner: httpx.AsyncBaseTransport, metrics: GitHubMetrics, scope: str) -> None:
+        self._inner = inner
+        self._metrics = metrics
+        self._scope = scope
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        endpoint = str(request.extensions.get(ENDPOINT_EXT, "unknown"))
+        start = time.perf_counter()
+        try:
+            response = await self._inner.handle_async_request(request)
+        except httpx.TransportError:
+            self._metrics.observe(endpoint, request.method, "error", time.perf_counter() - start)
+            raise
+        self._metrics.observe(
+            endpoint, request.method, response.status_code, time.perf_counter() - start
+        )
+        remaining = response.headers.get("x-ratelimit-remaining")
+        if remaining is not None and remaining.isdigit():
+            self._metrics.rate_limit_remaining.labels(scope=self._scope).set(int(remaining))
+            if int(remaining) < 100:
+                log.warning("GitHub rate limit low: %s remaining for %s", remaining, self._scope)
+        return response
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+
+def make_http_client(
+    *,
+    metrics: GitHubMetrics,
+    scope: str,
+    user_agent: str,
+    ca_bundle: str | None = None,
+    transport: httpx.AsyncBaseTransport | None = None,
+    cache: AsyncBaseStorage | None = None,
+    timeout: float = 30.0,
+) -> httpx.AsyncClient:
+    """An ``httpx.AsyncClient`` with metrics, optional RFC 9111 cache and env proxies.
+
+    httpx ignores proxy env vars once a transport is given, so HTTPS_PROXY/HTTP_PROXY/
+    NO_PROXY are mapped to mounts here (using httpx's own parser).
+    """
+
+    def wrap(inner: httpx.AsyncBaseTransport) -> httpx.AsyncBaseTransport:
+        metered: httpx.AsyncBaseTransport = MeteredTransport(inner, metrics, scope)
+        return cached_transport(metered, cache) if cache is not None else metered
+
+    headers = {"User-Agent": user_agent}
+    if transport is not None:
+        return httpx.AsyncClient(
+            transport=wrap(transport), headers=headers, timeout=timeout, trust_env=False
+        )
+    from httpx._utils import get_environment_proxies  # httpx's NO_PROXY-aware parser
+
+    verify = ssl_context(ca_bundle)
+    mounts: dict[str, httpx.AsyncBaseTransport | None] = {}
+    for pattern, proxy in get_environment_proxies().items():
+        mounts[pattern] = (
+            wrap(httpx.AsyncHTTPTransport(verify=verify, proxy=proxy)) if proxy else None
+        )
+    return httpx.AsyncClient(
+        transport=wrap(httpx.AsyncHTTPTransport(verify=verify)),
+        mounts=mounts,
+        headers=headers,
+        timeout=timeout,
+        trust_env=False,
+    )
+
+
+class Sender:
+    """Sends one logical request with the retry policy; returns the final response."""
+
+    def __init__(
+        self,
+        client: httpx.AsyncClient,
+        *,
+        policy: RetryPolicy | None = None,
+        sleep: Sleep | None = None,
+        clock: Clock = time.time,
+        rng: random.Random | None = None,
+    ) -> None:
+        self.client = client
+        self.policy = policy or RetryPolicy()
+        self._sleep = sleep or asyncio.sleep
+        self.clock = clock
+        self._rng = rng
+
+    async def send(
+        self,
+        method: str,
+        url: str,
+        *,
+        endpoint: str,
+        headers: dict[str, str] | None = None,
+        params: dict[str, Any] | None = None,
+        json_body: Any = None,
+        timeout: float | None = None,
+        cache_key: str | None = None,
+    ) -> httpx.Response:
+        attempt = 0
+        rate_waits = 0
+        while True:
+            attempt += 1
+            extensions: dict[str, Any] = {ENDPOINT_EXT: endpoint}
+            if cache_key is not None:
+                extensions["caching"] = {"key": cache_key}
+            request = self.client.build_request(
+                method,
+                url,
+                headers=headers,
+                params=params,
+                json=json_body,
+                timeout=timeout if timeout is not None else httpx.USE_CLIENT_DEFAULT,
+                extensions=extensions,
+            )
+            try:
+                response = await self.client.send(request)
+            except httpx.TransportError as exc:
+                if attempt >= self.policy.max_attempts:
+                    raise ConnectionFailed(
+                        f"{type(exc).__name__} after {attempt} attempts",
+                        url=redact_url(url),
+                        method=method,
+                    ) from None
+                delay = self.policy.backoff(attempt, self._rng)
+                log.info(
+                    "GitHub %s %s: %s, retry in %.1fs", method, endpoint, type(exc).__name__, delay
+                )
+                await self._sleep(delay)
+                continue
+            if response.status_code >= 500 and attempt < self.policy.max_attempts:
+                delay = self.policy.backoff(attempt, self._rng)
+                log.info(
+                    "GitHub %s %s: %s, retry in %.1fs",
+                    method,
+                    endpoint,
+                    response.status_code,
+                    delay,
+                )
+                await self._sleep(delay)
+                continue
+            if is_rate_limited(response):
+                wait = rate_limit_wait(response, self.clock())
+                if (
+                    wait <= self.policy.max_rate_limit_wait
+                    and rate_waits < self.policy.max_rate_limit_waits
+                ):
+                    rate_waits += 1
+                    log.warning("GitHub rate limit on %s %s: waiting %.0fs", method, endpoint, wait)
+                    await self._sleep(wait)
+                    continue
+            return response

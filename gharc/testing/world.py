@@ -1,0 +1,290 @@
+"""The whole system on one machine, for end-to-end tests and the demo.
+
+``World`` wires what a user's cluster would have around a control plane: the controller
+(``gharc controller`` as a subprocess, as its Deployment starts it), the kubelet simulator
+(listener pods run the real ``gharc listener``; runner pods run the simulated runner), a
+GitHub credential Secret, and helpers to apply scale sets and read what happened.
+
+    async with FakeGitHubServer() as gh, World(kubeconfig, gh) as world:
+        await world.apply_scale_set("arc", name="demo", max_runners=10)
+        await world.wait_for_listener("demo")
+        gh.enqueue_job("octo-org/octo-repo", ["demo"], duration=1)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import re
+import signal
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+from typing import IO, Any
+
+import aiohttp
+from kubernetes_asyncio import client, config
+
+from gharc.sim.github import FakeGitHubServer
+from gharc.sim.kubelet import KubeletSimulator
+from gharc.sim.programs import RunnerProgram, default_programs
+from gharc.testing.controlplane import free_port
+
+GROUP, VERSION = "actions.github.com", "v1alpha1"
+CONTROLLER_NAMESPACE = "gharc-system"
+SECRET_NAME = "github-pat"
+
+
+def runner_set_manifest(
+    namespace: str,
+    name: str,
+    config_url: str,
+    *,
+    min_runners: int = 0,
+    max_runners: int = 10,
+    secret: str = SECRET_NAME,
+    labels: list[str] | None = None,
+) -> dict[str, Any]:
+    """An AutoscalingRunnerSet like ARC's gha-runner-scale-set chart renders."""
+    spec: dict[str, Any] = {
+        "githubConfigUrl": config_url,
+        "githubConfigSecret": secret,
+        "minRunners": min_runners,
+        "maxRunners": max_runners,
+        "template": {
+            "spec": {
+                "restartPolicy": "Never",
+                "containers": [
+                    {
+                        "name": "runner",
+                        "image": "ghcr.io/actions/actions-runner:latest",
+                        "command": ["/home/runner/run.sh"],
+                    }
+                ],
+            }
+        },
+    }
+    if labels:
+        spec["runnerScaleSetLabels"] = labels
+    return {
+        "apiVersion": f"{GROUP}/{VERSION}",
+        "kind": "AutoscalingRunnerSet",
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "labels": {
+                "app.kubernetes.io/component": "autoscaling-runner-set",
+                "app.kubernetes.io/part-of": "gha-runner-scale-set",
+                "app.kubernetes.io/version": "dev",
+            },
+        },
+        "spec": spec,
+    }
+
+
+async def scrape_kube_calls(url: str) -> dict[str, int]:
+    """``gharc_kube_api_requests_total`` from a metrics endpoint, by "verb resource"."""
+    pattern = re.compile(
+        r"^gharc_kube_api_requests_total\{(?P<labels>[^}]*)\}\s+(?P<value>[0-9.e+]+)$"
+    )
+    out: Counter[str] = Counter()
+    try:
+        timeout = aiohttp.ClientTimeout(total=5)
+        async with aiohttp.ClientSession(timeout=timeout) as http, http.get(url) as resp:
+            text = await resp.text()
+    except (aiohttp.ClientError, TimeoutError):
+        return {}
+    for line in text.splitlines():
+        m = pattern.match(line)
+        if m:
+            labels = dict(re.findall(r'(\w+)="([^"]*)"', m["labels"]))
+            key = f"{labels.get('verb', '?')} {labels.get('resource', '?')}"
+            out[key] += int(float(m["value"]))
+    return dict(out)
+
+
+class World:
+    """Controller + kubelet simulator + credentials around an existing control plane."""
+
+    def __init__(
+        self,
+        kubeconfig: str,
+        github: FakeGitHubServer,
+        *,
+        log_dir: Path | None = None,
+        runner: RunnerProgram | None = None,
+        controller_args: list[str] | None = None,
+        controller_env: dict[str, str] | None = None,
+    ) -> None:
+        self.kubeconfig = kubeconfig
+        self.github = github
+        self.log_dir = log_dir
+        self.runner_program = runner or RunnerProgram(poll_seconds=20)
+        self.controller_args = controller_args or []
+        self.controller_env = controller_env or {}
+        self.metrics_port = free_port()
+        self.api: client.ApiClient | None = None
+        self.kubelet: KubeletSimulator | None = None
+        self.controller: asyncio.subprocess.Process | None = None
+        self.controller_log_path: Path | None = None
+        self._controller_log: IO[bytes] | None = None
+        self._namespaces: set[str] = set()
+
+    # -- lifecycle ---------------------------------------------------------------------
+    async def __aenter__(self) -> World:
+        cfg = client.Configuration()
+        await config.load_kube_config(config_file=self.kubeconfig, client_configuration=cfg)
+        self.api = client.ApiClient(cfg)
+        await self.ensure_namespace(CONTROLLER_NAMESPACE)
+        await self.start_controller()
+        programs = default_programs(self.api, runner=self.runner_program)
+        self.kubelet = KubeletSimulator(self.api, programs=programs)
+        await self.kubelet.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stop_controller()
+        if self.kubelet is not None:
+            await self.kubelet.stop()
+        if self.api is not None:
+            await self.api.close()
+
+    async def start_controller(self) -> None:
+        env = {
+            **os.environ,
+            "CONTROLLER_MANAGER_POD_NAMESPACE": CONTROLLER_NAMESPACE,
+            "CONTROLLER_MANAGER_CONTAINER_IMAGE": "ghcr.io/gharc/gharc:dev",
+            **self.controller_env,
+        }
+        if self.log_dir is not None:
+            self.log_dir.mkdir(parents=True, exist_ok=True)
+            self.controller_log_path = self.log_dir / "controller.log"
+            self._controller_log = self.controller_log_path.open("ab")
+        self.controller = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            "gharc",
+            "controller",
+            "--auto-scaling-runner-set-only",
+            f"--kubeconfig={self.kubeconfig}",
+            f"--metrics-addr=127.0.0.1:{self.metrics_port}",
+            "--listener-metrics-addr=0",
+            "--log-level=info",
+            *self.controller_args,
+            env=env,
+            stdout=self._controller_log or asyncio.subprocess.DEVNULL,
+            stderr=asyncio.subprocess.STDOUT,
+        )
+
+    async def stop_controller(self) -> int | None:
+        """SIGTERM the controller and wait for it (a restart is stop + start)."""
+        proc = self.controller
+        if proc is None:
+            return None
+        if proc.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                proc.send_signal(signal.SIGTERM)
+            try:
+                await asyncio.wait_for(proc.wait(), 30)
+            except TimeoutError:
+                proc.kill()
+                await proc.wait()
+        if self._controller_log is not None:
+            self._controller_log.close()
+            self._controller_log = None
+        self.controller = None
+        return proc.returncode
+
+    # -- set-up helpers ------------------------------------------------------------------
+    @property
+    def core(self) -> client.CoreV1Api:
+        assert self.api is not None
+        return client.CoreV1Api(self.api)
+
+    @property
+    def custom(self) -> client.CustomObjectsApi:
+        assert self.api is not None
+        return client.CustomObjectsApi(self.api)
+
+    async def ensure_namespace(self, name: str) -> None:
+        body: Any = {"metadata": {"name": name}}
+        try:
+            await self.core.create_namespace(body)
+        except client.ApiException as err:
+            if err.status != 409:
+                raise
+        self._namespaces.add(name)
+
+    async def create_github_secret(self, namespace: str, name: str = SECRET_NAME) -> None:
+        body: Any = {"metadata": {"name": name}, "stringData": {"github_token": self.github.token}}
+        try:
+            await self.core.create_namespaced_secret(namespace, body)
+        except client.ApiException as err:
+            if err.status != 409:
+                raise
+
+    async def apply_scale_set(
+        self, namespace: str, name: str, *, config_url: str | None = None, **kwargs: Any
+    ) -> dict[str, Any]:
+        """Namespace + credentials Secret + AutoscalingRunnerSet, as a Helm install would."""
+        await self.ensure_namespace(namespace)
+        await self.create_github_secret(namespace)
+        manifest = runner_set_manifest(
+            namespace, name, config_url or self.github.config_url(), **kwargs
+        )
+        created: dict[str, Any] = await self.custom.create_namespaced_custom_object(
+            GROUP, VERSION, namespace, "autoscalingrunnersets", manifest
+        )
+        return created
+
+    async def delete_scale_set(self, namespace: str, name: str) -> None:
+        await self.custom.delete_namespaced_custom_object(
+            GROUP, VERSION, namespace, "autoscalingrunnersets", name
+        )
+
+    # -- observation -------------------------------------------------------------------
+    def session_count(self) -> int:
+        return len(self.github.state.sessions)
+
+    async def wait_for_listener(self, scale_set: str, timeout: float = 60.0) -> None:
+        """Until the fake GitHub has an open message session for ``scale_set``."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            self.check_controller()
+            for ss in self.github.state.scale_sets.values():
+                if ss.name == scale_set and self.github.state.active_session(ss) is not None:
+                    return
+            await asyncio.sleep(0.1)
+        raise AssertionError(f"no listener session for scale set {scale_set} in {timeout} s")
+
+    def check_controller(self) -> None:
+        proc = self.controller
+        if proc is not None and proc.returncode is not None:
+            raise AssertionError(
+                f"the controller exited with code {proc.returncode}; "
+                f"log: {self.controller_log_path}"
+            )
+
+    async def ephemeral_runners(self, namespace: str) -> list[dict[str, Any]]:
+        listed: Any = await self.custom.list_namespaced_custom_object(
+            GROUP, VERSION, namespace, "ephemeralrunners"
+        )
+        return list(listed.get("items", []))
+
+    async def runner_phases(self, namespace: str) -> Counter[str]:
+        phases: Counter[str] = Counter()
+        for er in await self.ephemeral_runners(namespace):
+            if er["metadata"].get("deletionTimestamp"):
+                phases["deleting"] += 1
+            else:
+                phases[(er.get("status", {}).get("phase") or "pending").lower()] += 1
+        return phases
+
+    async def kube_calls(self) -> dict[str, int]:
+        return await scrape_kube_calls(f"http://127.0.0.1:{self.metrics_port}/metrics")
+
+    def runners_created(self) -> int:
+        """JIT configs handed out by GitHub: one per runner the controller created."""
+        return self.github.calls("*generatejitconfig*", method="POST", status=200)
