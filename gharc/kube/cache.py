@@ -1,0 +1,202 @@
+"""The shared informer cache and the cache-backed reader (controller-runtime's cache.Cache).
+
+One informer per (resource, namespace scope, label selector), however many controllers
+ask: every extra watch of the same kind would cost a connection, a full copy of the
+objects in memory and one more decode of every change.
+
+Reads through :class:`Cache` are served from memory and may lag the API server by the
+watch latency. That is fine for deciding *what to do* (the next event triggers another
+reconcile) but not for counters or markers that a previous reconcile just wrote: read those
+with the uncached :class:`gharc.kube.client.KubeClient` (controller-runtime's
+``GetAPIReader``), as behaviour B3 requires.
+
+**Objects returned by the cache are shared with the informer and other controllers and
+must not be mutated** (see gharc.kube.store). ``get(..., copy=True)`` gives a private copy.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import builtins
+from collections.abc import Mapping
+from typing import Any
+
+from gharc.kube.client import KubeClient, Reader
+from gharc.kube.errors import NotFound
+from gharc.kube.informer import Informer
+from gharc.kube.labels import Selector
+from gharc.kube.reflector import WatchSettings
+from gharc.kube.resources import Resource
+from gharc.kube.store import IndexFunc, copy_object
+
+__all__ = ["Cache", "CacheNotStarted"]
+
+JSON = dict[str, Any]
+InformerKey = tuple[Resource, str | None, str | None]
+
+
+class CacheNotStarted(RuntimeError):
+    """A cache read before ``start()``: it would wait forever for a sync that never comes."""
+
+
+class Cache(Reader):
+    """Usage::
+
+        cache = Cache(kube, namespace="arc-runners", label_selectors={PODS: "app=runner"})
+        informer = cache.informer(PODS)          # shared
+        cache.add_indexer(PODS, BY_OWNER_UID, index_by_owner_uid)
+        await cache.start()
+        await cache.wait_for_sync(timeout=30)
+        pods = await cache.list(PODS, namespace="arc-runners", index=(BY_OWNER_UID, uid))
+
+    **Parameters:**
+
+    * ``namespace`` - watch only this namespace (``None``: all namespaces).
+    * ``label_selectors`` - per-resource server-side selectors, to cache only our objects
+      (e.g. pods labelled by gharc, not every pod in the cluster).
+    * ``settings`` - list/watch timeouts and backoff for every informer.
+    """
+
+    def __init__(
+        self,
+        client: KubeClient,
+        *,
+        namespace: str | None = None,
+        label_selectors: Mapping[Resource, str] | None = None,
+        settings: WatchSettings | None = None,
+    ) -> None:
+        self.client = client
+        self.namespace = namespace
+        self.label_selectors = dict(label_selectors or {})
+        self.settings = settings
+        self._informers: dict[InformerKey, Informer] = {}
+        self._started = False
+
+    # -- informers ---------------------------------------------------------------------
+    def informer(
+        self,
+        resource: Resource,
+        *,
+        namespace: str | None = None,
+        label_selector: str | None = None,
+    ) -> Informer:
+        """The shared informer for ``resource`` (created, and started if the cache runs).
+
+        Without arguments the cache's default scope and the resource's configured selector
+        apply; that is the informer that ``get``/``list`` read from.
+        """
+        ns = namespace if namespace is not None else self.namespace
+        if not resource.namespaced:
+            ns = None
+        selector = (
+            label_selector if label_selector is not None else self.label_selectors.get(resource)
+        )
+        key = (resource, ns, selector)
+        informer = self._informers.get(key)
+        if informer is None:
+            informer = Informer(
+                self.client, resource, namespace=ns, label_selector=selector, settings=self.settings
+            )
+            self._informers[key] = informer
+            if self._started:
+                informer.start()
+        return informer
+
+    @property
+    def informers(self) -> list[Informer]:
+        return list(self._informers.values())
+
+    def add_indexer(self, resource: Resource, name: str, func: IndexFunc) -> None:
+        """Add an index to the default informer of ``resource``."""
+        self.informer(resource).add_indexer(name, func)
+
+    # -- lifecycle ---------------------------------------------------------------------
+    @property
+    def started(self) -> bool:
+        return self._started
+
+    async def start(self) -> None:
+        """Start every informer (and any created later); returns at once."""
+        self._started = True
+        for informer in self._informers.values():
+            informer.start()
+
+    async def stop(self) -> None:
+        self._started = False
+        await asyncio.gather(*(i.stop() for i in self._informers.values()))
+
+    @property
+    def synced(self) -> bool:
+        return all(i.has_synced for i in self._informers.values())
+
+    async def wait_for_sync(self, timeout: float | None = None) -> bool:
+        """Wait until every informer created so far has listed; False on timeout."""
+        try:
+            async with asyncio.timeout(timeout):
+                for informer in builtins.list(self._informers.values()):
+                    await informer.wait_for_sync()
+        except TimeoutError:
+            return False
+        return True
+
+    # -- Reader ------------------------------------------------------------------------
+    async def _synced_informer(self, resource: Resource) -> Informer:
+        if not self._started:
+            raise CacheNotStarted(f"cache read of {resource} before Cache.start()")
+        informer = self.informer(resource)
+        if not informer.has_synced:
+            await informer.wait_for_sync()
+        return informer
+
+    async def get(
+        self, resource: Resource, name: str, *, namespace: str | None = None, copy: bool = False
+    ) -> JSON:
+        """The cached object; raises NotFound like the API would. Shared unless ``copy``."""
+        informer = await self._synced_informer(resource)
+        obj = informer.store.get(namespace if resource.namespaced else None, name)
+        if obj is None:
+            raise NotFound(f'{resource} "{name}" not found in cache', reason="NotFound")
+        return copy_object(obj) if copy else obj
+
+    async def list(
+        self,
+        resource: Resource,
+        *,
+        namespace: str | None = None,
+        label_selector: str | Mapping[str, str] | None = None,
+        field_selector: str | None = None,
+        index: tuple[str, str] | None = None,
+    ) -> builtins.list[JSON]:
+        """Cached objects filtered by namespace, label selector and/or one index lookup.
+
+        ``field_selector`` is not supported from memory (use an index); it raises ValueError.
+        """
+        if field_selector:
+            raise ValueError("the cache does not evaluate field selectors; add an index instead")
+        informer = await self._synced_informer(resource)
+        return self.list_now(
+            informer, namespace=namespace, label_selector=label_selector, index=index
+        )
+
+    @staticmethod
+    def list_now(
+        informer: Informer,
+        *,
+        namespace: str | None = None,
+        label_selector: str | Mapping[str, str] | None = None,
+        index: tuple[str, str] | None = None,
+    ) -> builtins.list[JSON]:
+        """The synchronous core of :meth:`list`, for callers already holding an informer."""
+        store = informer.store
+        if index is not None:
+            objs = store.by_index(*index)
+            if namespace is not None:
+                objs = [
+                    o for o in objs if (o.get("metadata") or {}).get("namespace", "") == namespace
+                ]
+        else:
+            objs = store.list(namespace)
+        if label_selector:
+            selector = Selector.parse(label_selector)
+            objs = [o for o in objs if selector.matches_object(o)]
+        return objs

@@ -1,0 +1,238 @@
+"""An informer: a reflector feeding a store, and event handlers told about every change.
+
+Handlers are plain synchronous callables run inline, in watch order, on the informer's
+task. That is deliberate: their job is to *enqueue keys* (microseconds), and running them
+inline means a handler never sees events out of order and needs no locking. A handler
+that raises is logged and skipped; it cannot stop the informer.
+
+On a relist (after 410 Gone) the informer compares the fresh list with its store and
+emits exactly the differences: adds for new objects, updates for changed resourceVersions,
+deletes for objects that vanished while we were not watching. Unchanged objects produce no
+event, so a relist never causes a reconcile storm.
+
+A handler added after the initial list first receives an add for every cached object,
+so late controllers see the same world as early ones.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from gharc.kube.client import KubeClient
+from gharc.kube.reflector import Reflector, WatchSettings
+from gharc.kube.resources import Resource
+from gharc.kube.store import IndexFunc, Store, key_of
+
+__all__ = ["EventHandler", "EventHandlerFuncs", "Informer"]
+
+log = logging.getLogger(__name__)
+
+JSON = dict[str, Any]
+
+
+class EventHandler(Protocol):
+    def on_add(self, obj: JSON) -> None: ...
+
+    def on_update(self, old: JSON, new: JSON) -> None: ...
+
+    def on_delete(self, obj: JSON) -> None: ...
+
+
+@dataclass(slots=True)
+class EventHandlerFuncs:
+    """An EventHandler from optional callables (missing ones ignore the event)."""
+
+    add: Callable[[JSON], None] | None = None
+    update: Callable[[JSON, JSON], None] | None = None
+    delete: Callable[[JSON], None] | None = None
+
+    def on_add(self, obj: JSON) -> None:
+        if self.add:
+            self.add(obj)
+
+    def on_update(self, old: JSON, new: JSON) -> None:
+        if self.update:
+            self.update(old, new)
+
+    def on_delete(self, obj: JSON) -> None:
+        if self.delete:
+            self.delete(obj)
+
+
+def strip_managed_fields(obj: JSON) -> JSON:
+    """Drop ``metadata.managedFields``: often half an object's size, and unused by controllers."""
+    meta = obj.get("metadata")
+    if meta and "managedFields" in meta:
+        del meta["managedFields"]
+    return obj
+
+
+class Informer:
+    """One list+watch of one resource (optionally namespace- and selector-scoped).
+
+    Obtain informers from :class:`gharc.kube.cache.Cache` so that each (resource, scope)
+    is watched once however many controllers care about it. Objects in ``store`` and
+    passed to handlers are shared: do not mutate them (see gharc.kube.store).
+    """
+
+    def __init__(
+        self,
+        client: KubeClient,
+        resource: Resource,
+        *,
+        namespace: str | None = None,
+        label_selector: str | Mapping[str, str] | None = None,
+        field_selector: str | None = None,
+        settings: WatchSettings | None = None,
+        transform: Callable[[JSON], JSON] | None = strip_managed_fields,
+    ) -> None:
+        self.resource = resource
+        self.namespace = namespace
+        self.label_selector = label_selector
+        self.store = Store()
+        self.transform = transform
+        self._handlers: list[EventHandler] = []
+        self._synced = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self.reflector = Reflector(
+            client,
+            resource,
+            self,
+            namespace=namespace,
+            label_selector=label_selector,
+            field_selector=field_selector,
+            settings=settings,
+        )
+
+    def __repr__(self) -> str:
+        scope = self.namespace or "*"
+        return f"<Informer {self.resource} ns={scope} selector={self.label_selector!r}>"
+
+    # -- lifecycle ---------------------------------------------------------------------
+    @property
+    def has_synced(self) -> bool:
+        """True once the first LIST has been delivered to the store and the handlers."""
+        return self._synced.is_set()
+
+    @property
+    def running(self) -> bool:
+        return self._task is not None and not self._task.done()
+
+    @property
+    def resource_version(self) -> str:
+        """The last resourceVersion seen (list, event or bookmark)."""
+        return self.reflector.resource_version
+
+    def start(self) -> None:
+        """Start the list+watch task on the running loop (idempotent)."""
+        if self._task is None or self._task.done():
+            self._task = asyncio.get_running_loop().create_task(
+                self.reflector.run(), name=f"informer:{self.resource}:{self.namespace or '*'}"
+            )
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            try:
+                await self._task
+            except asyncio.CancelledError:
+                pass
+            self._task = None
+
+    async def wait_for_sync(self, timeout: float | None = None) -> bool:
+        """Wait for the initial list; False on timeout."""
+        try:
+            await asyncio.wait_for(self._synced.wait(), timeout)
+        except TimeoutError:
+            return False
+        return True
+
+    # -- handlers and indexes ------------------------------------------------------------
+    def add_event_handler(self, handler: EventHandler) -> Callable[[], None]:
+        """Register ``handler``; returns a function that unregisters it."""
+        self._handlers.append(handler)
+        if self.has_synced:
+            for obj in self.store:
+                self._call(handler.on_add, obj)
+
+        def remove() -> None:
+            if handler in self._handlers:
+                self._handlers.remove(handler)
+
+        return remove
+
+    def add_indexer(self, name: str, func: IndexFunc) -> None:
+        self.store.add_indexer(name, func)
+
+    # -- ReflectorSink -----------------------------------------------------------------
+    def replace(self, items: list[JSON], resource_version: str) -> None:
+        fresh: dict[tuple[str, str], JSON] = {}
+        for item in items:
+            obj = self.transform(item) if self.transform else item
+            fresh[key_of(obj)] = obj
+        for key in self.store.list_keys():
+            if key not in fresh:
+                gone = self.store.remove(key)
+                if gone is not None:
+                    self._dispatch_delete(gone)
+        for obj in fresh.values():
+            old = self.store.get(*key_of(obj))
+            if old is not None and _rv(old) == _rv(obj):
+                continue  # unchanged across the relist: no event, no reconcile
+            self.store.upsert(obj)
+            if old is None:
+                self._dispatch_add(obj)
+            elif _uid(old) != _uid(obj):
+                # Deleted and re-created while we were not watching: two objects, not one.
+                self._dispatch_delete(old)
+                self._dispatch_add(obj)
+            else:
+                self._dispatch_update(old, obj)
+        self._synced.set()
+
+    def apply(self, event_type: str, obj: JSON, resource_version: str) -> None:
+        if self.transform:
+            obj = self.transform(obj)
+        if event_type == "DELETED":
+            self.store.remove(key_of(obj))
+            self._dispatch_delete(obj)  # the DELETED event carries the final state
+            return
+        old = self.store.upsert(obj)
+        if old is None:
+            self._dispatch_add(obj)
+        else:
+            self._dispatch_update(old, obj)
+
+    def bookmark(self, resource_version: str) -> None:
+        return None
+
+    # -- dispatch ----------------------------------------------------------------------
+    def _dispatch_add(self, obj: JSON) -> None:
+        for handler in list(self._handlers):
+            self._call(handler.on_add, obj)
+
+    def _dispatch_update(self, old: JSON, new: JSON) -> None:
+        for handler in list(self._handlers):
+            self._call(handler.on_update, old, new)
+
+    def _dispatch_delete(self, obj: JSON) -> None:
+        for handler in list(self._handlers):
+            self._call(handler.on_delete, obj)
+
+    def _call(self, fn: Callable[..., None], *args: JSON) -> None:
+        try:
+            fn(*args)
+        except Exception:
+            log.exception("%r: event handler %r failed", self, fn)
+
+
+def _rv(obj: Mapping[str, Any]) -> str:
+    return str((obj.get("metadata") or {}).get("resourceVersion") or "")
+
+
+def _uid(obj: Mapping[str, Any]) -> str:
+    return str((obj.get("metadata") or {}).get("uid") or "")

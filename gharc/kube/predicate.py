@@ -1,0 +1,148 @@
+"""Predicates: which events are worth a reconcile at all (pkg/predicate).
+
+Filtering here is cheaper than a no-op reconcile, but a wrong filter loses wake-ups for
+good, so the defaults let everything through and each predicate is conservative: an
+object without the field it compares counts as changed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from gharc.kube.labels import Selector
+
+__all__ = [
+    "AnnotationChangedPredicate",
+    "Funcs",
+    "GenerationChangedPredicate",
+    "LabelChangedPredicate",
+    "LabelSelectorPredicate",
+    "Predicate",
+    "ResourceVersionChangedPredicate",
+    "all_of",
+    "any_of",
+    "not_",
+]
+
+JSON = dict[str, Any]
+
+
+class Predicate(Protocol):
+    def create(self, obj: JSON) -> bool: ...
+
+    def update(self, old: JSON, new: JSON) -> bool: ...
+
+    def delete(self, obj: JSON) -> bool: ...
+
+
+@dataclass(slots=True)
+class Funcs:
+    """A predicate from optional callables; a missing one lets the event through."""
+
+    on_create: Callable[[JSON], bool] | None = None
+    on_update: Callable[[JSON, JSON], bool] | None = None
+    on_delete: Callable[[JSON], bool] | None = None
+
+    def create(self, obj: JSON) -> bool:
+        return self.on_create(obj) if self.on_create else True
+
+    def update(self, old: JSON, new: JSON) -> bool:
+        return self.on_update(old, new) if self.on_update else True
+
+    def delete(self, obj: JSON) -> bool:
+        return self.on_delete(obj) if self.on_delete else True
+
+
+def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    return obj.get("metadata") or {}
+
+
+class _UpdateOnly:
+    def create(self, obj: JSON) -> bool:
+        return True
+
+    def delete(self, obj: JSON) -> bool:
+        return True
+
+
+class GenerationChangedPredicate(_UpdateOnly):
+    """Skip updates that did not change ``metadata.generation`` (status and metadata-only
+    writes). Our own status patches then do not wake us up again."""
+
+    def update(self, old: JSON, new: JSON) -> bool:
+        before, after = _meta(old).get("generation"), _meta(new).get("generation")
+        return before is None or after is None or before != after
+
+
+class ResourceVersionChangedPredicate(_UpdateOnly):
+    def update(self, old: JSON, new: JSON) -> bool:
+        return _meta(old).get("resourceVersion") != _meta(new).get("resourceVersion")
+
+
+class LabelChangedPredicate(_UpdateOnly):
+    def update(self, old: JSON, new: JSON) -> bool:
+        return _meta(old).get("labels") != _meta(new).get("labels")
+
+
+class AnnotationChangedPredicate(_UpdateOnly):
+    def update(self, old: JSON, new: JSON) -> bool:
+        return _meta(old).get("annotations") != _meta(new).get("annotations")
+
+
+class LabelSelectorPredicate:
+    """Only objects whose labels match ``selector`` (string syntax or a dict of labels)."""
+
+    def __init__(self, selector: str | Mapping[str, str]) -> None:
+        self.selector = Selector.parse(selector)
+
+    def create(self, obj: JSON) -> bool:
+        return self.selector.matches_object(obj)
+
+    def update(self, old: JSON, new: JSON) -> bool:
+        return self.selector.matches_object(new)
+
+    def delete(self, obj: JSON) -> bool:
+        return self.selector.matches_object(obj)
+
+
+class _Combined:
+    def __init__(self, predicates: tuple[Predicate, ...], combine: Callable[[Any], bool]) -> None:
+        self.predicates = predicates
+        self.combine = combine
+
+    def create(self, obj: JSON) -> bool:
+        return self.combine(p.create(obj) for p in self.predicates)
+
+    def update(self, old: JSON, new: JSON) -> bool:
+        return self.combine(p.update(old, new) for p in self.predicates)
+
+    def delete(self, obj: JSON) -> bool:
+        return self.combine(p.delete(obj) for p in self.predicates)
+
+
+def all_of(*predicates: Predicate) -> Predicate:
+    return _Combined(predicates, all)
+
+
+def any_of(*predicates: Predicate) -> Predicate:
+    return _Combined(predicates, any)
+
+
+class _Not:
+    def __init__(self, predicate: Predicate) -> None:
+        self.predicate = predicate
+
+    def create(self, obj: JSON) -> bool:
+        return not self.predicate.create(obj)
+
+    def update(self, old: JSON, new: JSON) -> bool:
+        return not self.predicate.update(old, new)
+
+    def delete(self, obj: JSON) -> bool:
+        return not self.predicate.delete(obj)
+
+
+def not_(predicate: Predicate) -> Predicate:
+    return _Not(predicate)

@@ -1,0 +1,252 @@
+"""A de-duplicating, delaying, rate-limited work queue: client-go's, for asyncio.
+
+Why this shape (it is what makes level-based controllers correct):
+
+- An item is a *key*, not an event. Ten events for one object before a worker gets to it
+  are one reconcile (the ``dirty`` set).
+- An item being processed is never handed to a second worker. If it is added again while
+  in flight, it is queued once more when ``done()`` is called, so the change that caused
+  the re-add is never lost (the ``processing`` set).
+- ``add_after`` keeps one timer entry per item (the earliest wins) in a heap served by a
+  single loop timer, so a thousand delayed items cost one ``call_later``, not a thousand
+  sleeping tasks, and nothing polls.
+- ``add_rate_limited`` asks the rate limiter how long to wait; ``forget`` resets it.
+
+After ``shutdown()`` nothing new is accepted and ``get()`` raises ``ShutDown`` at once,
+even with items queued: a stopping controller finishes what is in flight, not the backlog.
+
+Hand-written because no asyncio library offers this (python-ecosystem.md section 4).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import heapq
+import itertools
+from collections import deque
+from collections.abc import Hashable
+from typing import Generic, TypeVar
+
+from gharc.kube import metrics
+from gharc.kube.clock import Clock, LoopClock
+from gharc.kube.ratelimit import RateLimiter, default_controller_rate_limiter
+
+__all__ = ["ShutDown", "WorkQueue"]
+
+T = TypeVar("T", bound=Hashable)
+
+_EPSILON = 1e-9
+
+
+class ShutDown(Exception):
+    """The queue is shut down; a worker that gets this exits its loop."""
+
+
+class WorkQueue(Generic[T]):
+    """Usage::
+
+        queue: WorkQueue[Request] = WorkQueue(name="ephemeralrunner")
+        queue.add(req)
+        item = await queue.get()
+        try:
+            ...
+        finally:
+            queue.done(item)
+
+    ``name`` and ``controller`` label the ``workqueue_*`` metrics; an empty name disables them.
+    """
+
+    def __init__(
+        self,
+        *,
+        name: str = "",
+        controller: str = "",
+        rate_limiter: RateLimiter[T] | None = None,
+        clock: Clock | None = None,
+    ) -> None:
+        self.name = name
+        self._clock = clock or LoopClock()
+        self.rate_limiter: RateLimiter[T] = rate_limiter or default_controller_rate_limiter(
+            clock=self._clock
+        )
+        self._queue: deque[T] = deque()
+        self._dirty: set[T] = set()
+        self._processing: set[T] = set()
+        self._getters: deque[asyncio.Future[None]] = deque()
+        self._waiting: dict[T, float] = {}
+        self._heap: list[tuple[float, int, T]] = []
+        self._seq = itertools.count()
+        self._timer: asyncio.TimerHandle | None = None
+        self._timer_at: float | None = None
+        self._added_at: dict[T, float] = {}
+        self._started_at: dict[T, float] = {}
+        self._shutting_down = False
+        self._idle: asyncio.Event | None = None
+        labels = {"name": name, "controller": controller or name}
+        self._metrics = bool(name)
+        if self._metrics:
+            self._depth = metrics.WORKQUEUE_DEPTH.labels(**labels)
+            self._adds = metrics.WORKQUEUE_ADDS.labels(**labels)
+            self._retries = metrics.WORKQUEUE_RETRIES.labels(**labels)
+            self._queue_duration = metrics.WORKQUEUE_QUEUE_DURATION.labels(**labels)
+            self._work_duration = metrics.WORKQUEUE_WORK_DURATION.labels(**labels)
+
+    # -- state -------------------------------------------------------------------------
+    def __len__(self) -> int:
+        """Items ready to be handed out (not counting in-flight or delayed ones)."""
+        return len(self._queue)
+
+    @property
+    def shutting_down(self) -> bool:
+        return self._shutting_down
+
+    @property
+    def processing(self) -> frozenset[T]:
+        return frozenset(self._processing)
+
+    @property
+    def delayed(self) -> int:
+        """Items waiting for their ``add_after`` time."""
+        return len(self._waiting)
+
+    def num_requeues(self, item: T) -> int:
+        return self.rate_limiter.num_requeues(item)
+
+    # -- adding ------------------------------------------------------------------------
+    def add(self, item: T) -> None:
+        """Queue ``item`` unless it is already queued; if in flight, queue it after ``done``."""
+        if self._shutting_down or item in self._dirty:
+            return
+        self._dirty.add(item)
+        if self._metrics:
+            self._adds.inc()
+        if item in self._processing:
+            return
+        self._push(item)
+
+    def add_after(self, item: T, delay: float) -> None:
+        """Add ``item`` once ``delay`` seconds have passed; an earlier pending time wins."""
+        if self._shutting_down:
+            return
+        if delay <= 0:
+            self.add(item)
+            return
+        ready = self._clock.now() + delay
+        current = self._waiting.get(item)
+        if current is not None and current <= ready:
+            return
+        self._waiting[item] = ready
+        heapq.heappush(self._heap, (ready, next(self._seq), item))
+        self._schedule()
+
+    def add_rate_limited(self, item: T) -> None:
+        """Add ``item`` after the rate limiter's delay (one more failure for it)."""
+        if self._shutting_down:
+            return
+        if self._metrics:
+            self._retries.inc()
+        self.add_after(item, self.rate_limiter.when(item))
+
+    def forget(self, item: T) -> None:
+        """Stop tracking ``item``'s failures; it does not remove the item from the queue."""
+        self.rate_limiter.forget(item)
+
+    # -- taking ------------------------------------------------------------------------
+    async def get(self) -> T:
+        """Wait for an item and mark it in flight; raises ShutDown once shut down."""
+        while True:
+            if self._shutting_down:
+                raise ShutDown()
+            if self._queue:
+                break
+            fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            self._getters.append(fut)
+            try:
+                await fut
+            except asyncio.CancelledError:
+                if fut in self._getters:
+                    self._getters.remove(fut)
+                elif fut.done() and not fut.cancelled():
+                    self._wake_one()  # NB: pass our wake-up on so the item is not stranded.
+                raise
+        item = self._queue.popleft()
+        self._processing.add(item)
+        self._dirty.discard(item)
+        now = self._clock.now()
+        if self._metrics:
+            self._depth.set(len(self._queue))
+            added = self._added_at.pop(item, None)
+            if added is not None:
+                self._queue_duration.observe(max(0.0, now - added))
+            self._started_at[item] = now
+        return item
+
+    def done(self, item: T) -> None:
+        """Processing of ``item`` finished; re-queue it if it was added meanwhile."""
+        self._processing.discard(item)
+        if self._metrics:
+            started = self._started_at.pop(item, None)
+            if started is not None:
+                self._work_duration.observe(max(0.0, self._clock.now() - started))
+        if item in self._dirty and not self._shutting_down:
+            self._push(item)
+        if not self._processing and self._idle is not None:
+            self._idle.set()
+
+    # -- stopping ----------------------------------------------------------------------
+    def shutdown(self) -> None:
+        """Refuse new items and make every ``get()`` raise ShutDown; in-flight items finish."""
+        self._shutting_down = True
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        while self._getters:
+            fut = self._getters.popleft()
+            if not fut.done():
+                fut.set_result(None)
+
+    async def wait_idle(self) -> None:
+        """Wait until no item is in flight (for a draining shutdown)."""
+        while self._processing:
+            self._idle = asyncio.Event()
+            await self._idle.wait()
+
+    # -- internals ---------------------------------------------------------------------
+    def _push(self, item: T) -> None:
+        self._queue.append(item)
+        if self._metrics:
+            self._depth.set(len(self._queue))
+            self._added_at.setdefault(item, self._clock.now())
+        self._wake_one()
+
+    def _wake_one(self) -> None:
+        while self._getters:
+            fut = self._getters.popleft()
+            if not fut.done():
+                fut.set_result(None)
+                return
+
+    def _schedule(self) -> None:
+        while self._heap and self._waiting.get(self._heap[0][2]) != self._heap[0][0]:
+            heapq.heappop(self._heap)  # stale: the item was re-scheduled earlier or released
+        if not self._heap or self._shutting_down:
+            return
+        ready = self._heap[0][0]
+        if self._timer is not None and self._timer_at is not None and self._timer_at <= ready:
+            return
+        if self._timer is not None:
+            self._timer.cancel()
+        loop = asyncio.get_running_loop()
+        self._timer_at = ready
+        self._timer = loop.call_later(max(0.0, ready - self._clock.now()), self._release_due)
+
+    def _release_due(self) -> None:
+        self._timer = None
+        self._timer_at = None
+        now = self._clock.now()
+        while self._heap and self._heap[0][0] <= now + _EPSILON:
+            ready, _, item = heapq.heappop(self._heap)
+            if self._waiting.get(item) == ready:
+                del self._waiting[item]
+                self.add(item)
+        self._schedule()

@@ -1,0 +1,91 @@
+"""Fixtures for gharc.kube against the real API server: a KubeClient and a tiny test CRD."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+import pytest
+
+from gharc.kube.client import KubeClient
+from gharc.kube.errors import AlreadyExists
+from gharc.kube.resources import CUSTOM_RESOURCE_DEFINITIONS, Resource
+
+WIDGETS = Resource.custom("test.gharc.dev", "v1", "Widget")
+
+WIDGET_CRD: dict[str, Any] = {
+    "apiVersion": "apiextensions.k8s.io/v1",
+    "kind": "CustomResourceDefinition",
+    "metadata": {"name": "widgets.test.gharc.dev"},
+    "spec": {
+        "group": "test.gharc.dev",
+        "scope": "Namespaced",
+        "names": {"plural": "widgets", "singular": "widget", "kind": "Widget"},
+        "versions": [
+            {
+                "name": "v1",
+                "served": True,
+                "storage": True,
+                "subresources": {"status": {}},
+                "schema": {
+                    "openAPIV3Schema": {
+                        "type": "object",
+                        "properties": {
+                            "spec": {
+                                "type": "object",
+                                "properties": {"size": {"type": "integer"}},
+                            },
+                            "status": {
+                                "type": "object",
+                                "properties": {"phase": {"type": "string"}},
+                            },
+                        },
+                    }
+                },
+            }
+        ],
+    },
+}
+
+
+@pytest.fixture
+async def kube(api_client: Any) -> AsyncIterator[KubeClient]:
+    """A KubeClient over the test's ApiClient (which the fixture closes)."""
+    yield KubeClient(api_client)
+
+
+@pytest.fixture
+async def widgets(kube: KubeClient) -> Resource:
+    """The Widget CRD (with a status subresource), created once and Established."""
+    try:
+        await kube.create(CUSTOM_RESOURCE_DEFINITIONS, WIDGET_CRD)
+    except AlreadyExists:
+        pass
+    for _ in range(200):
+        crd = await kube.get(CUSTOM_RESOURCE_DEFINITIONS, "widgets.test.gharc.dev")
+        conditions = (crd.get("status") or {}).get("conditions") or []
+        if any(c["type"] == "Established" and c["status"] == "True" for c in conditions):
+            # Discovery and the handler can lag Established briefly; probe the endpoint.
+            await kube.list(WIDGETS, namespace="default")
+            return WIDGETS
+        await asyncio.sleep(0.05)
+    raise AssertionError("widget CRD not Established")
+
+
+Eventually = Callable[..., Awaitable[None]]
+
+
+async def _eventually(predicate: Any, *, timeout: float = 10.0, interval: float = 0.02) -> None:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while not predicate():
+        if loop.time() > deadline:
+            raise AssertionError(f"condition not met within {timeout} s")
+        await asyncio.sleep(interval)
+
+
+@pytest.fixture
+def eventually() -> Eventually:
+    """``await eventually(lambda: cond, timeout=10)``: poll in real time (the server's clock)."""
+    return _eventually
