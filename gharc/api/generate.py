@@ -8,7 +8,8 @@
 Two steps, two artifacts, so that building the CRDs never needs a cluster: the pod schema
 is read from a real kube-apiserver (``GET /openapi/v3/api/v1``) only when asked, converted
 by :mod:`gharc.api.podtemplate` and stored in ``crds/_podtemplatespec.yaml``; the CRDs are
-then rendered from :mod:`gharc.api.scaleset.schema` plus that file.
+then rendered from :mod:`gharc.api.scaleset.schema` and :mod:`gharc.api.legacy.schema` plus
+that file.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from gharc.api import crds as crds_pkg
+from gharc.api.legacy import schema as legacy_schema
 from gharc.api.podtemplate import pod_template_spec_schema
 from gharc.api.scaleset import schema as scaleset_schema
 
@@ -77,13 +79,22 @@ def render_pod_template_file(kubernetes_version: str, pod_template: dict[str, An
     return _HEADER + crds_pkg.render_yaml(doc)
 
 
-def render_crd_files(pod_template: dict[str, Any]) -> dict[str, str]:
-    """File name -> text of every scale set CRD manifest."""
+def _render(docs: list[dict[str, Any]]) -> dict[str, str]:
     out: dict[str, str] = {}
-    for doc in scaleset_schema.crds(pod_template):
+    for doc in docs:
         name = f"{doc['spec']['group']}_{doc['spec']['names']['plural']}.yaml"
         out[name] = _HEADER + "---\n" + crds_pkg.render_yaml(doc)
     return out
+
+
+def render_crd_files(pod_template: dict[str, Any]) -> dict[str, str]:
+    """File name -> text of every scale set CRD manifest."""
+    return _render(scaleset_schema.crds(pod_template))
+
+
+def render_legacy_crd_files(pod_template: dict[str, Any]) -> dict[str, str]:
+    """File name -> text of every legacy (``actions.summerwind.dev``) CRD manifest."""
+    return _render(legacy_schema.crds(pod_template))
 
 
 def stale_files(files: dict[str, str], directory: Path = CRD_DIR) -> list[str]:
@@ -120,6 +131,7 @@ def main(argv: list[str] | None = None) -> int:
     else:
         _, pod_template = crds_pkg.load_pod_template_schema()
     files.update(render_crd_files(pod_template))
+    files.update(render_legacy_crd_files(pod_template))
 
     stale = stale_files(files)
     if args.check:

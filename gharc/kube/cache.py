@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import builtins
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from gharc.kube.client import KubeClient, Reader
@@ -52,6 +52,8 @@ class Cache(Reader):
     **Parameters:**
 
     * ``namespace`` - watch only this namespace (``None``: all namespaces).
+    * ``namespaces`` - watch only these namespaces (one store per kind, one list+watch per
+      namespace), for controllers whose RBAC is namespaced.
     * ``label_selectors`` - per-resource server-side selectors, to cache only our objects
       (e.g. pods labelled by gharc, not every pod in the cluster).
     * ``settings`` - list/watch timeouts and backoff for every informer.
@@ -62,11 +64,16 @@ class Cache(Reader):
         client: KubeClient,
         *,
         namespace: str | None = None,
+        namespaces: Sequence[str] = (),
         label_selectors: Mapping[Resource, str] | None = None,
         settings: WatchSettings | None = None,
     ) -> None:
         self.client = client
+        scopes = tuple(dict.fromkeys(namespaces))
+        if len(scopes) == 1 and namespace is None:
+            namespace, scopes = scopes[0], ()
         self.namespace = namespace
+        self.namespaces = scopes
         self.label_selectors = dict(label_selectors or {})
         self.settings = settings
         self._informers: dict[InformerKey, Informer] = {}
@@ -86,16 +93,22 @@ class Cache(Reader):
         apply; that is the informer that ``get``/``list`` read from.
         """
         ns = namespace if namespace is not None else self.namespace
+        scopes: tuple[str, ...] = () if namespace is not None else self.namespaces
         if not resource.namespaced:
-            ns = None
+            ns, scopes = None, ()
         selector = (
             label_selector if label_selector is not None else self.label_selectors.get(resource)
         )
-        key = (resource, ns, selector)
+        key = (resource, ",".join(scopes) if scopes else ns, selector)
         informer = self._informers.get(key)
         if informer is None:
             informer = Informer(
-                self.client, resource, namespace=ns, label_selector=selector, settings=self.settings
+                self.client,
+                resource,
+                namespace=None if scopes else ns,
+                namespaces=scopes,
+                label_selector=selector,
+                settings=self.settings,
             )
             self._informers[key] = informer
             if self._started:

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -85,31 +85,47 @@ class Informer:
         resource: Resource,
         *,
         namespace: str | None = None,
+        namespaces: Sequence[str] = (),
         label_selector: str | Mapping[str, str] | None = None,
         field_selector: str | None = None,
         settings: WatchSettings | None = None,
         transform: Callable[[JSON], JSON] | None = strip_managed_fields,
     ) -> None:
+        """``namespaces`` (several) gives one store fed by one list+watch per namespace.
+
+        That is how a controller restricted to a few namespaces (ARC's
+        ``--watch-single-namespace``: the runners' namespace and its own) keeps one cache
+        per kind without cluster-wide list/watch permissions.
+        """
+        if namespace is not None and namespaces:
+            raise ValueError("give namespace or namespaces, not both")
+        scopes: list[str | None] = list(namespaces) if namespaces else [namespace]
         self.resource = resource
-        self.namespace = namespace
+        self.namespace = namespace if not namespaces else None
+        self.namespaces = tuple(namespaces)
         self.label_selector = label_selector
         self.store = Store()
         self.transform = transform
         self._handlers: list[EventHandler] = []
         self._synced = asyncio.Event()
+        self._pending_scopes = set(scopes)
         self._task: asyncio.Task[None] | None = None
-        self.reflector = Reflector(
-            client,
-            resource,
-            self,
-            namespace=namespace,
-            label_selector=label_selector,
-            field_selector=field_selector,
-            settings=settings,
-        )
+        self.reflectors = [
+            Reflector(
+                client,
+                resource,
+                self if len(scopes) == 1 else _ScopedSink(self, ns),
+                namespace=ns,
+                label_selector=label_selector,
+                field_selector=field_selector,
+                settings=settings,
+            )
+            for ns in scopes
+        ]
+        self.reflector = self.reflectors[0]
 
     def __repr__(self) -> str:
-        scope = self.namespace or "*"
+        scope = ",".join(self.namespaces) or self.namespace or "*"
         return f"<Informer {self.resource} ns={scope} selector={self.label_selector!r}>"
 
     # -- lifecycle ---------------------------------------------------------------------
@@ -131,8 +147,14 @@ class Informer:
         """Start the list+watch task on the running loop (idempotent)."""
         if self._task is None or self._task.done():
             self._task = asyncio.get_running_loop().create_task(
-                self.reflector.run(), name=f"informer:{self.resource}:{self.namespace or '*'}"
+                self._run(), name=f"informer:{self.resource}:{self.namespace or '*'}"
             )
+
+    async def _run(self) -> None:
+        if len(self.reflectors) == 1:
+            await self.reflector.run()
+        else:
+            await asyncio.gather(*(r.run() for r in self.reflectors))
 
     async def stop(self) -> None:
         if self._task is not None:
@@ -170,11 +192,17 @@ class Informer:
 
     # -- ReflectorSink -----------------------------------------------------------------
     def replace(self, items: list[JSON], resource_version: str) -> None:
+        self.replace_scope(items, None)
+
+    def replace_scope(self, items: list[JSON], scope: str | None) -> None:
+        """A (re)list of one scope: only keys of that namespace (all for None) are replaced."""
         fresh: dict[tuple[str, str], JSON] = {}
         for item in items:
             obj = self.transform(item) if self.transform else item
             fresh[key_of(obj)] = obj
         for key in self.store.list_keys():
+            if scope is not None and key[0] != scope:
+                continue
             if key not in fresh:
                 gone = self.store.remove(key)
                 if gone is not None:
@@ -192,7 +220,9 @@ class Informer:
                 self._dispatch_add(obj)
             else:
                 self._dispatch_update(old, obj)
-        self._synced.set()
+        self._pending_scopes.discard(scope)
+        if not self._pending_scopes or scope is None:
+            self._synced.set()
 
     def apply(self, event_type: str, obj: JSON, resource_version: str) -> None:
         if self.transform:
@@ -228,6 +258,23 @@ class Informer:
             fn(*args)
         except Exception:
             log.exception("%r: event handler %r failed", self, fn)
+
+
+class _ScopedSink:
+    """Feeds one namespace's list+watch into a multi-namespace informer."""
+
+    def __init__(self, informer: Informer, namespace: str | None) -> None:
+        self._informer = informer
+        self._namespace = namespace
+
+    def replace(self, items: list[JSON], resource_version: str) -> None:
+        self._informer.replace_scope(items, self._namespace)
+
+    def apply(self, event_type: str, obj: JSON, resource_version: str) -> None:
+        self._informer.apply(event_type, obj, resource_version)
+
+    def bookmark(self, resource_version: str) -> None:
+        return None
 
 
 def _rv(obj: Mapping[str, Any]) -> str:

@@ -22,7 +22,7 @@ import contextlib
 import logging
 import signal
 import socket
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 from aiohttp import web
@@ -68,7 +68,7 @@ class Manager:
 
     * ``client`` - the writer and uncached reader (``mgr.api_reader``); ``mgr.cache`` is the
       cached reader built over it.
-    * ``namespace``/``label_selectors``/``watch_settings`` - passed to the Cache.
+    * ``namespace``/``namespaces``/``label_selectors``/``watch_settings`` - passed to the Cache.
     * ``metrics_address``/``health_address`` - ``host:port`` for ``/metrics`` and for
       ``/healthz`` + ``/readyz``; port 0 picks a free port (see ``metrics_port``); ``None``
       disables the server. Both may be the same address (one server).
@@ -82,6 +82,7 @@ class Manager:
         client: KubeClient,
         *,
         namespace: str | None = None,
+        namespaces: Sequence[str] = (),
         label_selectors: dict[Resource, str] | None = None,
         watch_settings: WatchSettings | None = None,
         metrics_address: str | None = None,
@@ -94,7 +95,11 @@ class Manager:
     ) -> None:
         self.client = client
         self.cache = Cache(
-            client, namespace=namespace, label_selectors=label_selectors, settings=watch_settings
+            client,
+            namespace=namespace,
+            namespaces=namespaces,
+            label_selectors=label_selectors,
+            settings=watch_settings,
         )
         self.metrics_address = metrics_address
         self.health_address = health_address

@@ -23,7 +23,7 @@ import signal
 import socket
 import sys
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, TypeVar
 
 from gharc.listener.config import ConfigError, ListenerConfig
@@ -86,6 +86,8 @@ class Listener:
             self.sessions, patcher, self.scaler, metrics=metrics, retry=self._retry
         )
         self.last_message_id = 0
+        self._publish_lock = asyncio.Lock()
+        self.cleanups_answered = 0
         self.polls = 0
         self.messages = 0
         self.session_deleted = False
@@ -144,9 +146,13 @@ class Listener:
             )
         except Stopped:
             return
+        answering: asyncio.Task[None] | None = None
         try:
             self.handler.record_statistics(session.statistics)
             await self.publish()
+            markers = getattr(self.patcher, "cleanup_markers", None)
+            if markers is not None:
+                answering = asyncio.create_task(self._answer_cleanups(markers()))
             await self._poll_loop()
         except Stopped:
             pass
@@ -159,7 +165,44 @@ class Listener:
                 describe_fatal(err, cfg.runner_scale_set_id, cfg.configure_url)
             ) from None
         finally:
+            if answering is not None:
+                answering.cancel()
+                await asyncio.gather(answering, return_exceptions=True)
             self.session_deleted = await self._close_session()
+
+    async def _answer_cleanups(self, markers: AsyncIterator[int]) -> None:
+        """Answer the set's finished-runner cleanup marker with a fresh count (B3).
+
+        After cleaning up finished runners for patch N, the EphemeralRunnerSet suppresses
+        scale up until it sees a patch other than N: the gap the cleanup opened may be a job
+        that already finished. Without an answer the set waits for the next message, which
+        after a burst of completions can be a whole long poll (50 s) away while jobs queue.
+        The count must not be the one N was built from (the completion may not have reached
+        this listener yet), so the statistics are read fresh from the service first: a
+        runner reports its job complete before its pod exits, so they include it.
+        """
+        try:
+            async for marker in markers:
+                last = self.scaler.last_published
+                if marker <= 0 or last is None or marker != last.patch_id:
+                    continue
+                try:
+                    rss = await self._retry(
+                        "refresh statistics",
+                        lambda: self.api.get_runner_scale_set_by_id(self.cfg.runner_scale_set_id),
+                    )
+                except Stopped:
+                    return
+                except Exception as err:
+                    log.warning("cleanup marker %d not answered: %s", marker, err)
+                    continue
+                if rss is not None and rss.statistics is not None:
+                    self.handler.record_statistics(rss.statistics)
+                self.scaler.mark_dirty()
+                if await self.publish():
+                    self.cleanups_answered += 1
+        except Stopped:
+            return
 
     async def _poll_loop(self) -> None:
         failures = 0
@@ -230,6 +273,10 @@ class Listener:
         A patch that keeps failing is left for the next cycle: the plan (and the dirty flag)
         is only committed after the API server accepted it.
         """
+        async with self._publish_lock:
+            return await self._publish()
+
+    async def _publish(self) -> bool:
         plan = self.scaler.plan(self.handler.statistics.total_assigned_jobs)
         if plan is None:
             return False

@@ -10,7 +10,9 @@ in-cluster, via ``gharc.kube.config``).
 
 from __future__ import annotations
 
+import asyncio
 import logging
+from collections.abc import AsyncIterator
 from typing import Any, Protocol
 
 import aiohttp
@@ -53,6 +55,14 @@ class RunnerSetPatcher(Protocol):
         ...
 
     async def aclose(self) -> None: ...
+
+
+class CleanupMarkerSource(Protocol):
+    """Optional: where the listener learns that the set cleaned up finished runners."""
+
+    def cleanup_markers(self) -> AsyncIterator[int]:
+        """Each new ``status.finishedRunnerCleanupPatchID`` of the EphemeralRunnerSet."""
+        ...
 
 
 def job_status(
@@ -129,6 +139,56 @@ class KubePatcher:
                 _content_type=_MERGE_PATCH,
             ),
         )
+
+    async def cleanup_markers(self) -> AsyncIterator[int]:
+        """Watch the own EphemeralRunnerSet (by name) and yield each new cleanup marker.
+
+        Reconnects with a growing pause on errors; a 403 (an ARC-era Role without watch)
+        ends the stream once with a warning, and the listener falls back to answering on
+        its next message or long-poll timeout.
+        """
+        from kubernetes_asyncio import watch
+        from kubernetes_asyncio.client import ApiException
+
+        last: int | None = None
+        pause = 0.5
+        selector = f"metadata.name={self.runner_set_name}"
+        while True:
+            w = watch.Watch(return_type="object")
+            try:
+                async with w.stream(
+                    self._api.list_namespaced_custom_object,
+                    GROUP,
+                    VERSION,
+                    self.namespace,
+                    PLURAL_EPHEMERAL_RUNNER_SETS,
+                    field_selector=selector,
+                    timeout_seconds=300,
+                ) as stream:
+                    async for event in stream:
+                        if event["type"] not in ("ADDED", "MODIFIED"):
+                            continue
+                        status = event["object"].get("status") or {}
+                        marker = status.get("finishedRunnerCleanupPatchID")
+                        if isinstance(marker, int) and marker != last:
+                            last = marker
+                            yield marker
+                pause = 0.5
+            except ApiException as err:
+                if err.status == 403:
+                    log.warning(
+                        "may not watch EphemeralRunnerSet %s/%s (%s); cleanup markers are "
+                        "answered on the next message instead",
+                        self.namespace,
+                        self.runner_set_name,
+                        err.reason,
+                    )
+                    return
+                log.info("EphemeralRunnerSet watch failed (%s); reconnecting", err.reason)
+            except (OSError, TimeoutError, aiohttp.ClientError) as err:
+                log.info("EphemeralRunnerSet watch interrupted (%r); reconnecting", err)
+            await asyncio.sleep(pause)
+            pause = min(pause * 2, 30.0)
 
     async def _call(self, kind: str, name: str, request: Any) -> None:
         from kubernetes_asyncio.client import ApiException

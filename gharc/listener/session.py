@@ -34,7 +34,7 @@ from gharc.github.errors import (
     SessionConflict,
     Unauthorized,
 )
-from gharc.github.models import RunnerScaleSetMessage, RunnerScaleSetSession
+from gharc.github.models import RunnerScaleSet, RunnerScaleSetMessage, RunnerScaleSetSession
 from gharc.listener.config import backoff_schedule
 from gharc.listener.kube import KubePatchError, RunnerNotFound
 
@@ -75,6 +75,8 @@ class ActionsAPI(Protocol):
     async def acquire_jobs(
         self, scale_set_id: int, queue_token: str, request_ids: list[int]
     ) -> list[int]: ...
+
+    async def get_runner_scale_set_by_id(self, scale_set_id: int) -> RunnerScaleSet | None: ...
 
     async def aclose(self) -> None: ...
 

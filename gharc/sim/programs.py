@@ -1,7 +1,9 @@
-"""What the simulated containers run: a GitHub Actions runner and the listener process.
+"""What the simulated containers run: GitHub Actions runners and the listener process.
 
-Both are chosen by what a real image would run. A container whose env carries
+All are chosen by what a real image would run. A container whose env carries
 ``ACTIONS_RUNNER_INPUT_JITCONFIG`` is a runner (the official image starts ``run.sh`` with it);
+a legacy runner container (named ``runner``, with ``RUNNER_TOKEN`` in its env, as ARC's
+legacy controllers build it for ``summerwind/actions-runner``) registers with that token;
 a container named ``listener`` whose command is gharc's listener is started as a real
 subprocess, so the listener under test is the same program users run in their pods.
 """
@@ -24,6 +26,7 @@ import aiohttp
 import yaml
 from kubernetes_asyncio import client
 
+from gharc.api.legacy import constants as lc
 from gharc.api.scaleset import constants as c
 from gharc.sim.kubelet import ContainerContext, ProgramFactory
 
@@ -107,6 +110,81 @@ class RunnerProgram:
                 if resp.status in (401, 404):
                     return None  # registration removed: the runner shuts down
         return None
+
+
+class LegacyRunnerProgram(RunnerProgram):
+    """A ``summerwind/actions-runner`` container as the fake GitHub sees it.
+
+    It does what the image's entrypoint does with the env the legacy Runner controller put
+    in the pod: ``config.sh --url $GITHUB_URL<scope> --token $RUNNER_TOKEN --name
+    $RUNNER_NAME --labels $RUNNER_LABELS [--ephemeral] --replace`` (``POST
+    /_runner/register``), then takes a job for its labels, runs it for the job's duration,
+    reports it and, when ephemeral (ARC's default), exits 0. A non-ephemeral runner keeps
+    taking jobs. Told to stop while idle, it disconnects and exits 0; when the controller
+    removes its registration (scale down), the next poll answers 401 and it exits 0 too.
+    A registration the fake refuses (bad or expired token) exits 1, as ``config.sh`` fails.
+    """
+
+    async def run(self, ctx: ContainerContext) -> int:
+        env = ctx.env
+        base = env.get("GITHUB_URL", "").rstrip("/")
+        if env.get("RUNNER_REPO"):
+            scope = env["RUNNER_REPO"]
+        elif env.get("RUNNER_ORG"):
+            scope = env["RUNNER_ORG"]
+        elif env.get("RUNNER_ENTERPRISE"):
+            scope = f"enterprises/{env['RUNNER_ENTERPRISE']}"
+        else:
+            log.warning("legacy runner %s: no RUNNER_REPO/ORG/ENTERPRISE", ctx.name)
+            return 1
+        ephemeral = env.get(lc.ENV_RUNNER_EPHEMERAL, "true").lower() != "false"
+        body = {
+            "url": f"{base}/{scope}",
+            "token": env.get("RUNNER_TOKEN", ""),
+            "name": env.get("RUNNER_NAME") or ctx.name,
+            "labels": [x.strip() for x in env.get("RUNNER_LABELS", "").split(",") if x.strip()],
+            "ephemeral": ephemeral,
+        }
+        async with aiohttp.ClientSession() as http:
+            async with http.post(f"{base}/_runner/register", json=body) as resp:
+                if resp.status != 200:
+                    log.warning(
+                        "legacy runner %s: registration failed with %d", ctx.name, resp.status
+                    )
+                    return 1
+                session = await resp.json()
+            auth = {"Authorization": f"Bearer {session['token']}"}
+            while True:
+                job = await self._next_job(http, base, auth, ctx)
+                if job is None:
+                    with contextlib.suppress(aiohttp.ClientError):
+                        await http.post(f"{base}/_runner/disconnect", headers=auth)
+                    return 0
+                await self._run_job(http, base, auth, job, ctx)
+                if ephemeral or ctx.stop.is_set():
+                    return 0
+
+    async def _run_job(
+        self,
+        http: aiohttp.ClientSession,
+        server: str,
+        auth: dict[str, str],
+        job: dict[str, Any],
+        ctx: ContainerContext,
+    ) -> None:
+        rid = job["runnerRequestId"]
+        async with http.post(f"{server}/_runner/jobs/{rid}/started", headers=auth):
+            pass
+        duration = float(job.get("durationSeconds") or 0) / self.speedup
+        try:
+            await asyncio.wait_for(ctx.stop.wait(), timeout=duration)
+            result = "canceled"
+        except TimeoutError:
+            result = str(job.get("result") or "succeeded")
+        async with http.post(
+            f"{server}/_runner/jobs/{rid}/completed", headers=auth, json={"result": result}
+        ):
+            pass
 
 
 class ListenerProcessProgram:
@@ -195,6 +273,23 @@ class ListenerProcessProgram:
 
 def is_runner(pod: dict[str, Any], container: dict[str, Any]) -> bool:
     return any(e.get("name") == c.ENV_RUNNER_JIT_CONFIG for e in container.get("env") or [])
+
+
+def is_legacy_runner(pod: dict[str, Any], container: dict[str, Any]) -> bool:
+    """The runner container of a legacy Runner pod (it registers with ``RUNNER_TOKEN``)."""
+    return container.get("name") == lc.CONTAINER_RUNNER and any(
+        e.get("name") == "RUNNER_TOKEN" for e in container.get("env") or []
+    )
+
+
+def legacy_programs(runner: LegacyRunnerProgram | None = None) -> list[ProgramFactory]:
+    """Legacy runner pods run :class:`LegacyRunnerProgram` (sidecars sleep)."""
+    program = runner or LegacyRunnerProgram()
+
+    def runners(pod: dict[str, Any], container: dict[str, Any]) -> LegacyRunnerProgram | None:
+        return program if is_legacy_runner(pod, container) else None
+
+    return [runners]
 
 
 def is_listener(pod: dict[str, Any], container: dict[str, Any]) -> bool:

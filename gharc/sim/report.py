@@ -112,9 +112,7 @@ class Report:
         per_job = s["github_calls_per_job"]
         assert isinstance(per_job, dict)
         lines += [f"  {v:>8.3f}  {k}" for k, v in per_job.items()]
-        lines.append(
-            f"Kubernetes API calls by the controller: {s['kube_calls_total']}"
-        )
+        lines.append(f"Kubernetes API calls by the controller: {s['kube_calls_total']}")
         kube = s["kube_calls"]
         assert isinstance(kube, dict)
         lines += [f"  {v:>8}  {k}" for k, v in kube.items()]
@@ -192,3 +190,21 @@ class Report:
             )
         )
         return paths
+
+
+def job_times(jobs: Mapping[int, object]) -> dict[str, JobTimes]:
+    """The fake GitHub's jobs (request id -> ``Job``) as :class:`JobTimes` relative to the
+    first queue time, so a report (demo, bench, e2e test) is computed one way everywhere."""
+    first = min((float(getattr(j, "queue_time", 0.0)) for j in jobs.values()), default=0.0)
+
+    def rel(value: object) -> float | None:
+        return float(value) - first if isinstance(value, int | float) and value else None
+
+    return {
+        str(rid): JobTimes(
+            queued_at=float(getattr(job, "queue_time", 0.0)) - first,
+            started_at=rel(getattr(job, "start_time", None)),
+            completed_at=rel(getattr(job, "finish_time", None)),
+        )
+        for rid, job in jobs.items()
+    }

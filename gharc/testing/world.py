@@ -117,7 +117,16 @@ class World:
         runner: RunnerProgram | None = None,
         controller_args: list[str] | None = None,
         controller_env: dict[str, str] | None = None,
+        controller_namespace: str = CONTROLLER_NAMESPACE,
+        single_namespace: bool = False,
+        kubelet_namespaces: list[str] | None = None,
     ) -> None:
+        """``single_namespace`` runs the controller with ``--watch-single-namespace`` on its
+        own namespace and the kubelet on that namespace only: such a World shares the
+        control plane with other Worlds running at the same time without either touching
+        the other's objects (the e2e tests overlap a long observation with other tests so).
+        ``kubelet_namespaces`` restricts the kubelet otherwise (default: every namespace).
+        """
         self.kubeconfig = kubeconfig
         self.github = github
         self.log_dir = log_dir
@@ -131,16 +140,25 @@ class World:
         self.controller_log_path: Path | None = None
         self._controller_log: IO[bytes] | None = None
         self._namespaces: set[str] = set()
+        self.controller_namespace = controller_namespace
+        self.single_namespace = single_namespace
+        if single_namespace:
+            kubelet_namespaces = [controller_namespace]
+        self.kubelet_namespaces = list(kubelet_namespaces or [])
 
     # -- lifecycle ---------------------------------------------------------------------
     async def __aenter__(self) -> World:
         cfg = client.Configuration()
         await config.load_kube_config(config_file=self.kubeconfig, client_configuration=cfg)
         self.api = client.ApiClient(cfg)
-        await self.ensure_namespace(CONTROLLER_NAMESPACE)
+        await self.ensure_namespace(self.controller_namespace)
+        for ns in self.kubelet_namespaces:
+            await self.ensure_namespace(ns)
         await self.start_controller()
         programs = default_programs(self.api, runner=self.runner_program)
-        self.kubelet = KubeletSimulator(self.api, programs=programs)
+        self.kubelet = KubeletSimulator(
+            self.api, programs=programs, namespaces=self.kubelet_namespaces
+        )
         await self.kubelet.start()
         return self
 
@@ -154,7 +172,7 @@ class World:
     async def start_controller(self) -> None:
         env = {
             **os.environ,
-            "CONTROLLER_MANAGER_POD_NAMESPACE": CONTROLLER_NAMESPACE,
+            "CONTROLLER_MANAGER_POD_NAMESPACE": self.controller_namespace,
             "CONTROLLER_MANAGER_CONTAINER_IMAGE": "ghcr.io/gharc/gharc:dev",
             **self.controller_env,
         }
@@ -172,6 +190,11 @@ class World:
             f"--metrics-addr=127.0.0.1:{self.metrics_port}",
             "--listener-metrics-addr=0",
             "--log-level=info",
+            *(
+                [f"--watch-single-namespace={self.controller_namespace}"]
+                if self.single_namespace
+                else []
+            ),
             *self.controller_args,
             env=env,
             stdout=self._controller_log or asyncio.subprocess.DEVNULL,
@@ -217,8 +240,15 @@ class World:
                 raise
         self._namespaces.add(name)
 
-    async def create_github_secret(self, namespace: str, name: str = SECRET_NAME) -> None:
-        body: Any = {"metadata": {"name": name}, "stringData": {"github_token": self.github.token}}
+    async def create_github_secret(
+        self, namespace: str, name: str = SECRET_NAME, *, token: str | None = None
+    ) -> None:
+        """The credentials Secret; ``token`` other than the fake's default PAT lets a test
+        revoke one scale set's credentials without touching the others'."""
+        body: Any = {
+            "metadata": {"name": name},
+            "stringData": {"github_token": token or self.github.token},
+        }
         try:
             await self.core.create_namespaced_secret(namespace, body)
         except client.ApiException as err:
@@ -226,11 +256,17 @@ class World:
                 raise
 
     async def apply_scale_set(
-        self, namespace: str, name: str, *, config_url: str | None = None, **kwargs: Any
+        self,
+        namespace: str,
+        name: str,
+        *,
+        config_url: str | None = None,
+        token: str | None = None,
+        **kwargs: Any,
     ) -> dict[str, Any]:
         """Namespace + credentials Secret + AutoscalingRunnerSet, as a Helm install would."""
         await self.ensure_namespace(namespace)
-        await self.create_github_secret(namespace)
+        await self.create_github_secret(namespace, kwargs.get("secret", SECRET_NAME), token=token)
         manifest = runner_set_manifest(
             namespace, name, config_url or self.github.config_url(), **kwargs
         )
@@ -288,3 +324,63 @@ class World:
     def runners_created(self) -> int:
         """JIT configs handed out by GitHub: one per runner the controller created."""
         return self.github.calls("*generatejitconfig*", method="POST", status=200)
+
+    @property
+    def controller_pid(self) -> int | None:
+        """The controller process id, for CPU and memory readings under /proc."""
+        proc = self.controller
+        return proc.pid if proc is not None and proc.returncode is None else None
+
+    async def pods(self, namespace: str) -> list[dict[str, Any]]:
+        listed = await self.core.list_namespaced_pod(namespace)
+        assert self.api is not None
+        return [self.api.sanitize_for_serialization(p) for p in listed.items]
+
+    async def secrets(self, namespace: str) -> list[dict[str, Any]]:
+        listed = await self.core.list_namespaced_secret(namespace)
+        assert self.api is not None
+        return [self.api.sanitize_for_serialization(s) for s in listed.items]
+
+    async def custom_objects(self, namespace: str, plural: str) -> list[dict[str, Any]]:
+        listed: Any = await self.custom.list_namespaced_custom_object(
+            GROUP, VERSION, namespace, plural
+        )
+        return list(listed.get("items", []))
+
+    async def purge(self, namespaces: list[str]) -> None:
+        """Leave nothing of gharc in ``namespaces``: finalizers stripped, objects and pods
+        deleted at once. For test teardown on a control plane without garbage collection or
+        a namespace controller, so that the next test's controller finds an empty world.
+        Call it after :meth:`stop_controller`, or the controller re-creates what goes."""
+        plurals = (
+            "autoscalingrunnersets",
+            "ephemeralrunnersets",
+            "ephemeralrunners",
+            "autoscalinglisteners",
+        )
+        for ns in namespaces:
+            for plural in plurals:
+                try:
+                    items = await self.custom_objects(ns, plural)
+                except client.ApiException:
+                    continue
+                for obj in items:
+                    name = obj["metadata"]["name"]
+                    with contextlib.suppress(client.ApiException):
+                        if obj["metadata"].get("finalizers"):
+                            await self.custom.patch_namespaced_custom_object(
+                                GROUP, VERSION, ns, plural, name, {"metadata": {"finalizers": None}}
+                            )
+                    with contextlib.suppress(client.ApiException):
+                        await self.custom.delete_namespaced_custom_object(
+                            GROUP, VERSION, ns, plural, name
+                        )
+            for pod in await self.pods(ns):
+                name = pod["metadata"]["name"]
+                with contextlib.suppress(client.ApiException):
+                    if pod["metadata"].get("finalizers"):
+                        await self.core.patch_namespaced_pod(
+                            name, ns, {"metadata": {"finalizers": None}}
+                        )
+                with contextlib.suppress(client.ApiException):
+                    await self.core.delete_namespaced_pod(name, ns, grace_period_seconds=0)

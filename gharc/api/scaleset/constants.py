@@ -324,14 +324,16 @@ def listener_role_rules(ephemeral_runner_set_names: list[str]) -> list[dict[str,
     """Rules of the listener's Role (ARC ``rulesForListenerRole``).
 
     Patch the named EphemeralRunnerSets (replicas/patchID), patch EphemeralRunners and
-    their status (job fields).
+    their status (job fields). Unlike ARC, the listener may also get and watch its own
+    EphemeralRunnerSet (by name only): it answers the set's finished-runner cleanup marker
+    (behaviours B3) with a fresh count instead of leaving the gap until the next message.
     """
     return [
         {
             "apiGroups": [GROUP],
             "resources": [PLURAL_EPHEMERAL_RUNNER_SETS],
             "resourceNames": list(ephemeral_runner_set_names),
-            "verbs": ["patch"],
+            "verbs": ["get", "list", "watch", "patch"],
         },
         {
             "apiGroups": [GROUP],

@@ -228,6 +228,7 @@ def autoscaling_runner_set_schema(pod_template: Schema) -> Schema:
             "deletingEphemeralRunners": _int(),
             "failedEphemeralRunners": _int(),
             "finishedEphemeralRunners": _int(),
+            "message": _string(),
             "observedGeneration": _int(fmt="int64"),
             "pendingEphemeralRunners": _int(),
             "phase": _string(),
@@ -332,6 +333,7 @@ def autoscaling_listener_schema(pod_template: Schema) -> Schema:
             "failures": _int(minimum=0),
             "lastFailedPodUID": _string(),
             "lastFailureTime": {"type": "string", "format": "date-time"},
+            "message": _string(),
             "phase": _string(),
         }
     )

@@ -9,7 +9,9 @@ credential share an admin token, a connection pool and the REST cache.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import base64
+import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -56,19 +58,38 @@ class GitHubTarget:
 
 
 class ClientResolver:
-    """Resolves :class:`GitHubTarget` to a pooled :class:`ActionsClient`."""
+    """Resolves :class:`GitHubTarget` to a pooled :class:`ActionsClient`.
 
-    def __init__(self, kube: KubeClient, pool: ClientPool) -> None:
+    Secret reads are remembered for ``secret_ttl`` seconds: every EphemeralRunner reconcile
+    needs the credentials, and an uncached GET each time was the controller's most frequent
+    Kubernetes call (several per job). A rotated token is picked up within the TTL.
+    """
+
+    def __init__(
+        self,
+        kube: KubeClient,
+        pool: ClientPool,
+        *,
+        secret_ttl: float = 30.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self._kube = kube
         self.pool = pool
+        self.secret_ttl = secret_ttl
+        self._clock = clock
+        self._secrets: dict[tuple[str, str], tuple[float, dict[str, str]]] = {}
 
     async def secret_data(self, namespace: str, name: str) -> dict[str, str]:
-        """Decoded data of a Secret, read from the API server (never cached)."""
-        import base64
-
+        """Decoded data of a Secret, read from the API server at most once per TTL."""
+        key = (namespace, name)
+        now = self._clock()
+        hit = self._secrets.get(key)
+        if hit is not None and now - hit[0] < self.secret_ttl:
+            return hit[1]
         secret = await self._kube.get(SECRETS, name, namespace=namespace)
         data = {k: base64.b64decode(v).decode() for k, v in (secret.get("data") or {}).items()}
         data.update(secret.get("stringData") or {})
+        self._secrets[key] = (now, data)
         return data
 
     async def ca_bundle(self, target: GitHubTarget) -> str | None:

@@ -3,6 +3,10 @@
 
 A real runner redeems its JIT config, long-polls for a job, and reports progress. Here:
 
+* ``POST /_runner/register`` ``{"url", "token", "name", "labels", "ephemeral"}`` -> 200
+  ``{"runnerId", "runnerName", "ephemeral", "token"}``: a legacy runner's ``config.sh``
+  with a registration token (401/403 for a bad or foreign token); such a runner then
+  takes queued jobs by its labels from ``jobs/next``.
 * ``POST /_runner/connect`` ``{"encodedJITConfig": ...}`` -> 200 ``{"runnerId", "runnerName",
   "runnerScaleSetId", "ephemeral", "token"}``; 401 if the registration is gone, 409 if
   the config was already redeemed (a runner session is active).
@@ -50,6 +54,23 @@ def job_json(job: Job) -> dict[str, Any]:
         "status": job.status,
         "cancelRequested": job.cancel_requested,
     }
+
+
+async def register(request: web.Request) -> web.Response:
+    body = await read_object(request)
+    url, token, name = body.get("url"), body.get("token"), body.get("name")
+    labels = body.get("labels") or []
+    if not all(isinstance(v, str) for v in (url, token, name)):
+        raise StateError(400, "url, token and name are required strings")
+    if not isinstance(labels, list) or not all(isinstance(x, str) for x in labels):
+        raise StateError(400, "labels must be a list of strings")
+    assert isinstance(url, str) and isinstance(token, str) and isinstance(name, str)
+    r = _state(request).register_runner_with_token(
+        token, url, name, labels, ephemeral=bool(body.get("ephemeral", False))
+    )
+    return web.json_response(
+        {"runnerId": r.id, "runnerName": r.name, "ephemeral": r.ephemeral, "token": r.token}
+    )
 
 
 async def connect(request: web.Request) -> web.Response:
@@ -127,6 +148,7 @@ async def disconnect(request: web.Request) -> web.Response:
 
 def add_routes(app: web.Application) -> None:
     r = app.router
+    r.add_post(PREFIX + "/register", register)
     r.add_post(PREFIX + "/connect", connect)
     r.add_get(PREFIX + "/jobs/next", next_job)
     r.add_get(PREFIX + "/jobs/{request_id}", get_job)

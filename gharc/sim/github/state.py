@@ -219,6 +219,13 @@ class FakeGitHubState:
         self.unhandled_errors = 0
         self._ids: dict[str, int] = {}
         self.changed = Signal()
+        #: Called with (job, "queued"|"in_progress"|"completed") on each job transition;
+        #: the webhook deliverer (webhooks.py) subscribes here.
+        self.job_observers: list[Callable[[Job, str], None]] = []
+
+    def notify_job(self, job: Job, action: str) -> None:
+        for observer in list(self.job_observers):
+            observer(job, action)
 
     # ---- ids and helpers ----------------------------------------------------------------
 
@@ -783,6 +790,10 @@ class FakeGitHubState:
         run.jobs.append(job.request_id)
         for ss in list(self.scale_sets.values()):
             self._offer(job, ss)
+        for r in list(self.runners.values()):
+            if r.scale_set_id is None:
+                r.signal.fire()  # a legacy runner long-polling for a job by its labels
+        self.notify_job(job, "queued")
         self.changed.fire()
         return job
 
@@ -832,6 +843,7 @@ class FakeGitHubState:
 
     def _finish(self, job: Job, conclusion: str, *, announce: bool = True) -> None:
         job.status, job.conclusion, job.finish_time = "completed", conclusion, self.now()
+        self.notify_job(job, "completed")
         if announce and job.scale_set_id is not None:
             self._emit(job.scale_set_id, self.job_message(job, "JobCompleted"))
         runner = self.runners.get(job.runner_id or 0)
@@ -894,6 +906,63 @@ class FakeGitHubState:
         self.runners[runner.id] = runner
         return runner
 
+    # ---- legacy (registration-token) runners taking jobs by label ----------------------
+    #: Labels GitHub gives every self-hosted runner besides its custom ones.
+    DEFAULT_RUNNER_LABELS = ("self-hosted", "linux", "x64")
+
+    def register_runner_with_token(
+        self, token: str, config_url: str, name: str, labels: list[str], *, ephemeral: bool
+    ) -> Runner:
+        """``config.sh --url URL --token TOKEN --name NAME --labels ... [--ephemeral]
+        --replace``: what a legacy runner pod (``summerwind/actions-runner``) does at start.
+
+        The registration token must be live and issued for the URL's scope. A runner of the
+        same name in the scope is replaced (``--replace``) unless it is running a job. The
+        runner is online at once and takes queued jobs whose labels it carries
+        (:meth:`take_job`); ephemeral ones de-register after their job.
+        """
+        entry = self.registration_tokens.get(token)
+        if entry is None or entry[1] <= self.now():
+            raise StateError(401, "Bad credentials")
+        tenant = self.tenant_from_config_url(config_url)
+        if tenant.id != entry[0]:
+            raise StateError(403, "The registration token is not valid for this URL")
+        if not name:
+            raise StateError(400, "The runner name is required.", "ArgumentException")
+        for old in list(self.runners.values()):
+            if old.tenant == tenant.id and old.name == name:
+                if old.job is not None:
+                    raise StateError(409, f"Agent {name} is running a job.", "AgentExistsException")
+                self._drop_runner(old)
+        runner = self.register_static_runner(tenant, name, list(labels))
+        runner.ephemeral = ephemeral
+        self.changed.fire()
+        return runner
+
+    def legacy_labels_match(self, job_labels: list[str], r: Runner) -> bool:
+        have = {x.lower() for x in (*self.DEFAULT_RUNNER_LABELS, *r.labels)}
+        return bool(job_labels) and all(x.lower() in have for x in job_labels)
+
+    def _take_labelled_job(self, r: Runner) -> Job | None:
+        """The oldest queued job no scale set holds that ``r``'s scope sees and whose
+        labels ``r`` has: how GitHub hands jobs to registration-token runners."""
+        tenant = self.tenants[r.tenant]
+        for job in sorted(self.jobs.values(), key=lambda j: j.request_id):
+            if (
+                job.status == "queued"
+                and job.scale_set_id is None
+                and job.runner_id is None
+                and self.tenant_sees_repo(tenant, job.full_repo)
+                and self.legacy_labels_match(job.labels, r)
+            ):
+                job.status = "assigned"
+                job.runner_id, job.runner_name = r.id, r.name
+                job.runner_assign_time = self.now()
+                r.job = job.request_id
+                self.changed.fire()
+                return job
+        return None
+
     def runner(self, tenant: Tenant | None, runner_id: int) -> Runner:
         r = self.runners.get(runner_id)
         if r is None or (tenant is not None and r.tenant != tenant.id):
@@ -948,6 +1017,8 @@ class FakeGitHubState:
             raise StateError(401, "The runner was removed.")
         if r.job is not None:
             return self.jobs[r.job]
+        if r.scale_set_id is None:
+            return self._take_labelled_job(r)
         for job in sorted(self.jobs.values(), key=lambda j: j.request_id):
             if (
                 job.status == "assigned"
@@ -971,8 +1042,9 @@ class FakeGitHubState:
         job = self._runner_job(r, request_id)
         if job.status == "assigned":
             job.status, job.start_time = "running", self.now()
-            assert job.scale_set_id is not None
-            self._emit(job.scale_set_id, self.job_message(job, "JobStarted"))
+            if job.scale_set_id is not None:  # a legacy runner's job has no scale set
+                self._emit(job.scale_set_id, self.job_message(job, "JobStarted"))
+            self.notify_job(job, "in_progress")
         return job
 
     def job_completed(self, r: Runner, request_id: int, result: str) -> Job:

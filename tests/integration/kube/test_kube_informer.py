@@ -10,7 +10,7 @@ from gharc.kube.cache import Cache, CacheNotStarted
 from gharc.kube.client import KubeClient
 from gharc.kube.errors import NotFound
 from gharc.kube.informer import EventHandlerFuncs, Informer
-from gharc.kube.resources import CONFIG_MAPS
+from gharc.kube.resources import CONFIG_MAPS, NAMESPACES
 from gharc.kube.store import BY_OWNER_UID, index_by_label, index_by_owner_uid
 
 
@@ -148,5 +148,33 @@ async def test_the_cache_shares_one_informer_per_resource_and_serves_indexes(
         assert (await cache.get(CONFIG_MAPS, "child0", namespace=namespace))["metadata"][
             "name"
         ] == "child0"
+    finally:
+        await cache.stop()
+
+
+async def test_a_cache_over_two_namespaces_sees_both_and_nothing_else(
+    kube: KubeClient, namespace: str, eventually: Any
+) -> None:
+    other, outside = f"{namespace}-b", f"{namespace}-c"
+    for ns in (other, outside):
+        await kube.create(NAMESPACES, {"metadata": {"name": ns}})
+    for ns in (namespace, other, outside):
+        await kube.create(CONFIG_MAPS, {"metadata": {"name": "cm", "namespace": ns}})
+    cache = Cache(kube, namespaces=[namespace, other])
+    informer = cache.informer(CONFIG_MAPS)
+    journal = Journal()
+    informer.add_event_handler(journal.handler())
+    await cache.start()
+    try:
+        assert await cache.wait_for_sync(10)
+        seen = {o["metadata"]["namespace"] for o in await cache.list(CONFIG_MAPS)}
+        assert seen == {namespace, other}
+        await kube.create(CONFIG_MAPS, {"metadata": {"name": "late", "namespace": other}})
+        await kube.create(CONFIG_MAPS, {"metadata": {"name": "late", "namespace": outside}})
+        await eventually(lambda: ("add", "late", None) in journal.events)
+        assert [e for e in journal.events if e[1] == "late"] == [("add", "late", None)]
+        # a relist of one namespace must not drop the other namespace's objects
+        informer.replace_scope([], other)
+        assert {o["metadata"]["namespace"] for o in informer.store} == {namespace}
     finally:
         await cache.stop()

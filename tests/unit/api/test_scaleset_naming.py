@@ -110,8 +110,9 @@ def test_listener_role_rules() -> None:
         "apiGroups": ["actions.github.com"],
         "resources": ["ephemeralrunnersets"],
         "resourceNames": ["arc"],
-        "verbs": ["patch"],
+        "verbs": ["get", "list", "watch", "patch"],
     }
+    assert rules[1]["verbs"] == ["patch"]
     assert rules[1]["resources"] == ["ephemeralrunners", "ephemeralrunners/status"]
     assert "resourceNames" not in rules[1]
 

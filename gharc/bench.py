@@ -1,0 +1,363 @@
+"""``gharc bench``: the whole system under a fixed workload, and the numbers users care about.
+
+The set-up is the demo's (a real kube-apiserver + etcd, the fake GitHub, ``gharc
+controller`` as a subprocess, the kubelet simulator with real listener processes), scaled
+out to many scale sets, each in its own namespace, sharing one controller. Jobs arrive as
+a steady Poisson stream spread round-robin over the scale sets; the same seed gives the
+same arrivals, so runs (and commits) compare.
+
+What it prints, all measured from the outside:
+
+- pickup latency (queued -> started at the fake GitHub), p50 / p99;
+- runners created per job (JIT configs handed out / jobs; 1.00 is ideal) and wasted runners;
+- GitHub calls per job by endpoint (the fake's call counters);
+- the controller's CPU seconds and peak RSS (``/proc/<pid>/stat`` and ``VmHWM``);
+- the controller's Kubernetes API calls (its own metrics endpoint);
+- where the pickup latency goes: each job is followed through the listener's patch, the
+  EphemeralRunner's creation, its pod's creation and start, and the runner taking the job,
+  using timestamps from watches on the API server and the fake's job record.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import statistics
+import sys
+import time
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from gharc.sim.report import Report, job_times, percentile
+from gharc.sim.workload import Workload
+
+log = logging.getLogger("gharc.bench")
+
+GROUP, VERSION = "actions.github.com", "v1alpha1"
+CONTROLLER_NAMESPACE = "gharc-bench-system"
+
+
+@dataclass
+class BenchOptions:
+    jobs: int = 1000
+    scale_sets: int = 20
+    max_runners: int = 10
+    """maxRunners of every scale set."""
+    rate: float = 10.0
+    """Job arrivals per second, over all scale sets."""
+    job_seconds: tuple[float, float] = (0.5, 2.0)
+    poll_timeout: float = 50.0
+    """The fake GitHub's message long poll (GitHub's is about 50 s)."""
+    seed: int = 42
+    timeout: float = 900.0
+    out: Path | None = None
+    progress: bool = True
+
+
+# -- process readings -------------------------------------------------------------------
+def proc_cpu_seconds(pid: int) -> float:
+    """utime + stime of ``pid`` (and its reaped children) from /proc/<pid>/stat."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    ticks = os.sysconf("SC_CLK_TCK")
+    # after the command: state is fields[0]; utime, stime, cutime, cstime are 11..14
+    return sum(int(x) for x in fields[11:15]) / ticks
+
+
+def proc_peak_rss_mib(pid: int) -> float:
+    """The process's peak resident set (VmHWM) in MiB."""
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+# -- a timeline of the API server's objects ----------------------------------------------
+@dataclass
+class Timeline:
+    """First-seen wall-clock times of objects and transitions, from watches."""
+
+    patches: dict[str, list[tuple[float, int, int]]] = field(
+        default_factory=lambda: defaultdict(list)
+    )
+    """ERS namespace -> [(time, replicas, patchID)] as the listener published them."""
+    er_created: dict[str, float] = field(default_factory=dict)
+    pod_created: dict[str, float] = field(default_factory=dict)
+    pod_running: dict[str, float] = field(default_factory=dict)
+    """Keyed by ``namespace/name`` (a runner pod is named like its EphemeralRunner)."""
+
+
+async def _watch(api: Any, timeline: Timeline, kind: str, stop: asyncio.Event) -> None:
+    from kubernetes_asyncio import client, watch
+
+    core, custom = client.CoreV1Api(api), client.CustomObjectsApi(api)
+    seen_patch: dict[str, tuple[int, int]] = {}
+    rv: str | None = None
+    while not stop.is_set():
+        try:
+            if kind == "pods":
+                func: Any = core.list_pod_for_all_namespaces
+                args: tuple[Any, ...] = ()
+            else:
+                func = custom.list_cluster_custom_object
+                args = (GROUP, VERSION, kind)
+            kwargs: dict[str, Any] = {"timeout_seconds": 30}
+            if rv:
+                kwargs["resource_version"] = rv
+            async with watch.Watch().stream(func, *args, **kwargs) as stream:
+                async for event in stream:
+                    now = time.time()
+                    obj = event["object"]
+                    if not isinstance(obj, dict):
+                        obj = api.sanitize_for_serialization(obj)
+                    if event["type"] == "ERROR":
+                        rv = None
+                        break
+                    meta = obj.get("metadata", {})
+                    rv = meta.get("resourceVersion") or rv
+                    key = f"{meta.get('namespace')}/{meta.get('name')}"
+                    if kind == "ephemeralrunnersets":
+                        spec = obj.get("spec", {})
+                        value = (int(spec.get("replicas") or 0), int(spec.get("patchID") or 0))
+                        if seen_patch.get(key) != value:
+                            seen_patch[key] = value
+                            timeline.patches[str(meta.get("namespace"))].append((now, *value))
+                    elif kind == "ephemeralrunners":
+                        timeline.er_created.setdefault(key, now)
+                    else:
+                        timeline.pod_created.setdefault(key, now)
+                        if (obj.get("status") or {}).get("phase") == "Running":
+                            timeline.pod_running.setdefault(key, now)
+        except asyncio.CancelledError:
+            raise
+        except Exception as err:
+            if stop.is_set():
+                return
+            log.debug("bench watch %s: %r; rewatching", kind, err)
+            rv = None
+            await asyncio.sleep(0.5)
+
+
+# -- the run ------------------------------------------------------------------------------
+class Bench:
+    def __init__(self, opts: BenchOptions) -> None:
+        self.opts = opts
+        self.report = Report()
+        self.timeline = Timeline()
+        self.extra: dict[str, Any] = {}
+
+    def _say(self, text: str) -> None:
+        if self.opts.progress:
+            print(text, flush=True)
+
+    async def run(self) -> dict[str, Any]:
+        from gharc.api import crds
+        from gharc.sim.github import FakeGitHubServer
+        from gharc.sim.programs import RunnerProgram
+        from gharc.testing.controlplane import ControlPlane
+        from gharc.testing.world import World
+
+        opts = self.opts
+        names = [f"bench-{i:02d}" for i in range(opts.scale_sets)]
+        workload = Workload(
+            bursts=[],
+            trickle_per_minute=opts.rate * 60,
+            # long enough for ``jobs`` arrivals with room to spare; cut to ``jobs`` below
+            trickle_seconds=opts.jobs / opts.rate * 1.5 + 30,
+            job_seconds=opts.job_seconds,
+            failure_rate=0.0,
+            seed=opts.seed,
+        )
+        arrivals = self._arrivals(workload, opts.jobs)
+        self._say(
+            f"gharc bench: {opts.jobs} jobs over {opts.scale_sets} scale sets "
+            f"(maxRunners {opts.max_runners}), {opts.rate}/s, jobs "
+            f"{opts.job_seconds[0]}-{opts.job_seconds[1]} s"
+        )
+        async with (
+            ControlPlane(crds=crds.load("scaleset")) as cp,
+            FakeGitHubServer(poll_timeout=opts.poll_timeout) as gh,
+        ):
+            log_dir = opts.out or Path(f"/tmp/gharc-bench-{os.getpid()}")
+            async with World(
+                cp.kubeconfig_path,
+                gh,
+                log_dir=log_dir,
+                runner=RunnerProgram(poll_seconds=30),
+                controller_namespace=CONTROLLER_NAMESPACE,
+                kubelet_namespaces=[CONTROLLER_NAMESPACE, *names],
+            ) as world:
+                self._say(f"control plane up in {cp.startup_seconds:.1f} s; logs in {log_dir}")
+                t_setup = time.monotonic()
+                for name in names:
+                    await world.apply_scale_set(name, name, max_runners=opts.max_runners)
+                for name in names:
+                    await world.wait_for_listener(name, timeout=300)
+                self.extra["setup_seconds"] = round(time.monotonic() - t_setup, 1)
+                self._say(f"{len(names)} listeners connected in {self.extra['setup_seconds']} s")
+                pid = world.controller_pid
+                assert pid is not None
+                cpu0 = proc_cpu_seconds(pid)
+                kube0 = await world.kube_calls()
+                gh.reset_calls()
+                stop = asyncio.Event()
+                assert world.api is not None
+                watches = [
+                    asyncio.create_task(_watch(world.api, self.timeline, kind, stop))
+                    for kind in ("ephemeralrunnersets", "ephemeralrunners", "pods")
+                ]
+                try:
+                    t_run = time.monotonic()
+                    await self._play(world, names, arrivals)
+                    self.extra["run_seconds"] = round(time.monotonic() - t_run, 1)
+                finally:
+                    stop.set()
+                    for t in watches:
+                        t.cancel()
+                    await asyncio.gather(*watches, return_exceptions=True)
+                self.extra["controller_cpu_seconds"] = round(proc_cpu_seconds(pid) - cpu0, 2)
+                self.extra["controller_peak_rss_mib"] = round(proc_peak_rss_mib(pid), 1)
+                kube1 = await world.kube_calls()
+                self.report.kube_calls = {
+                    k: v - kube0.get(k, 0) for k, v in kube1.items() if v - kube0.get(k, 0)
+                }
+                self._collect(world)
+        summary = self.summary()
+        if opts.out is not None:
+            opts.out.mkdir(parents=True, exist_ok=True)
+            (opts.out / "bench.json").write_text(json.dumps(summary, indent=1))
+        return summary
+
+    @staticmethod
+    def _arrivals(workload: Workload, n: int) -> list[Any]:
+        out = workload.arrivals()[:n]
+        if len(out) < n:  # pragma: no cover - 1.5x the expected span is plenty
+            raise ValueError(f"the workload gave {len(out)} jobs, not {n}")
+        return out
+
+    async def _play(self, world: Any, names: list[str], arrivals: list[Any]) -> None:
+        gh = world.github
+        opts = self.opts
+        t0 = time.monotonic()
+        deadline = t0 + opts.timeout
+        pending = list(enumerate(arrivals))
+        jobs: list[Any] = []
+        last_print = 0.0
+        while True:
+            t = time.monotonic() - t0
+            while pending and pending[0][1].at <= t:
+                i, a = pending.pop(0)
+                name = names[i % len(names)]
+                jobs.append(
+                    gh.enqueue_job(
+                        f"octo-org/{a.repository}", [name], duration=a.duration, result=a.result
+                    )
+                )
+            world.check_controller()
+            done = sum(1 for j in jobs if j.status == "completed")
+            if t - last_print >= 5:
+                last_print = t
+                running = sum(1 for j in jobs if j.status == "running")
+                self._say(
+                    f"t={t:6.1f}s  enqueued {len(jobs):5d}  running {running:4d}  done {done:5d}"
+                )
+            if not pending and done == len(jobs):
+                return
+            if time.monotonic() > deadline:
+                self._say(f"timeout after {t:.0f} s: {done}/{len(jobs)} jobs done")
+                return
+            await asyncio.sleep(0.2)
+
+    def _collect(self, world: Any) -> None:
+        gh = world.github
+        self.report.jobs = job_times(gh.state.jobs)
+        calls: Counter[str] = Counter()
+        for (method, route, _status), n in gh.call_table().items():
+            if route.startswith(("/_fake", "/_runner")):
+                continue
+            calls[f"{method} {route}"] += n
+        self.report.github_calls = dict(calls)
+        self.report.runners_created = world.runners_created()
+        self.extra["latency_breakdown_s"] = self._breakdown(gh.state.jobs)
+
+    def _breakdown(self, jobs: dict[int, Any]) -> dict[str, dict[str, float]]:
+        """Per job: queued -> first listener patch after it -> its runner's EphemeralRunner
+        created -> pod created -> pod Running -> runner took the job -> job started.
+
+        A runner takes the oldest job assigned to its set, not "its" job, so a stage can be
+        negative for one job (its runner existed before it was queued: a warm runner); the
+        medians say where the time goes."""
+        tl = self.timeline
+        stages: dict[str, list[float]] = defaultdict(list)
+        for job in jobs.values():
+            if not job.start_time or not job.runner_name:
+                continue
+            ns = next(
+                (k.split("/", 1)[0] for k in tl.er_created if k.endswith("/" + job.runner_name)),
+                None,
+            )
+            if ns is None:
+                continue
+            key = f"{ns}/{job.runner_name}"
+            patch = next((p[0] for p in tl.patches.get(ns, []) if p[0] >= job.queue_time), None)
+            marks = [
+                ("queued->listener patch", job.queue_time, patch),
+                ("listener patch->ER created", patch, tl.er_created.get(key)),
+                ("ER created->pod created", tl.er_created.get(key), tl.pod_created.get(key)),
+                ("pod created->pod Running", tl.pod_created.get(key), tl.pod_running.get(key)),
+                ("pod Running->runner took job", tl.pod_running.get(key), job.runner_assign_time),
+                ("runner took job->started", job.runner_assign_time, job.start_time),
+                ("queued->ER created", job.queue_time, tl.er_created.get(key)),
+            ]
+            for name, a, b in marks:
+                if a is not None and b is not None:
+                    stages[name].append(b - a)
+        return {
+            name: {
+                "p50": round(statistics.median(v), 3),
+                "p99": round(percentile(v, 99), 3),
+                "n": len(v),
+            }
+            for name, v in stages.items()
+        }
+
+    def summary(self) -> dict[str, Any]:
+        s = self.report.summary()
+        n = max(1, len(self.report.jobs))
+        s["kube_calls_per_job"] = round(sum(self.report.kube_calls.values()) / n, 2)
+        s["github_calls_per_job_total"] = round(sum(self.report.github_calls.values()) / n, 3)
+        s.update(self.extra)
+        return s
+
+    def text(self) -> str:
+        s = self.summary()
+        lines = [self.report.text()]
+        lines.append(f"Kubernetes API calls per job: {s['kube_calls_per_job']}")
+        lines.append(f"GitHub calls per job (all endpoints): {s['github_calls_per_job_total']}")
+        for key in ("setup_seconds", "run_seconds", "controller_cpu_seconds"):
+            lines.append(f"{key}: {s.get(key)}")
+        lines.append(f"controller peak RSS: {s.get('controller_peak_rss_mib')} MiB")
+        lines.append("where the pickup latency goes (seconds, p50 / p99, jobs):")
+        for name, v in s.get("latency_breakdown_s", {}).items():
+            lines.append(f"  {name:<32} {v['p50']:>7.3f} / {v['p99']:>7.3f}  (n={v['n']})")
+        return "\n".join(lines)
+
+
+def run(opts: BenchOptions) -> int:
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    bench = Bench(opts)
+    with contextlib.suppress(KeyboardInterrupt):
+        asyncio.run(bench.run())
+    print()
+    print(bench.text())
+    unpicked = bench.report.never_picked_up
+    if unpicked:
+        print(f"FAILED: {len(unpicked)} jobs were never picked up", file=sys.stderr)
+        return 1
+    return 0

@@ -1,0 +1,139 @@
+"""Graceful stop of one runner pod (ARC ``runner_graceful_stop.go``, legacy.md 4.5).
+
+The pod is safe to delete only after ``unregistration-complete-timestamp``. Getting there
+never kills a job: a busy runner makes RemoveRunner answer 422 and we wait; a runner that
+has not registered yet is given up to the registration timeout first (B5), so GitHub never
+assigns a job to a runner that is being torn down; a stopped pod (an ephemeral runner that
+finished its job) has already de-registered itself and costs no API call.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+from gharc.api.legacy import constants as c
+from gharc.controllers.legacy import pods as p
+from gharc.controllers.legacy.options import LegacyOptions
+from gharc.github import errors as gh
+from gharc.github.rest import RestClient
+from gharc.kube.client import KubeClient
+from gharc.kube.reconcile import Result
+from gharc.kube.resources import PODS
+
+log = logging.getLogger(__name__)
+JSON = dict[str, Any]
+
+
+@dataclass
+class StopOutcome:
+    """``pod`` as last written; ``retry`` is None when unregistration is complete."""
+
+    pod: JSON
+    retry: Result | None
+
+
+async def annotate_once(kube: KubeClient, pod: JSON, key: str, value: str) -> JSON:
+    """Set an annotation unless it is already present (first writer wins, like ARC)."""
+    if key in p.annotations_of(pod):
+        return pod
+    return await kube.merge_patch(PODS, pod, {"metadata": {"annotations": {key: value}}})
+
+
+async def find_runner_id(client: RestClient, name: str) -> int | None:
+    """The GitHub runner ID by name, from the (cached, per-scope) List Runners answer."""
+    for runner in await client.list_runners():
+        if runner.name == name:
+            return runner.id
+    return None
+
+
+class GracefulStop:
+    def __init__(self, kube: KubeClient, options: LegacyOptions) -> None:
+        self.kube = kube
+        self.options = options
+
+    def _retry(self) -> Result:
+        return Result(requeue_after=self.options.unregistration_retry_delay.total_seconds())
+
+    async def tick(self, pod: JSON, client: RestClient) -> StopOutcome:
+        """ARC ``tickRunnerGracefulStop``: start mark, unregister, complete mark."""
+        now = self.options.clock()
+        pod = await annotate_once(
+            self.kube, pod, c.ANNOTATION_UNREGISTRATION_START_TIMESTAMP, p.rfc3339(now)
+        )
+        pod, retry = await self._unregister(pod, client)
+        if retry is not None:
+            return StopOutcome(pod, retry)
+        pod = await annotate_once(
+            self.kube,
+            pod,
+            c.ANNOTATION_UNREGISTRATION_COMPLETE_TIMESTAMP,
+            p.rfc3339(self.options.clock()),
+        )
+        return StopOutcome(pod, None)
+
+    async def _unregister(self, pod: JSON, client: RestClient) -> tuple[JSON, Result | None]:
+        """ARC ``ensureRunnerUnregistration``: the first matching rule of the table wins."""
+        ann = p.annotations_of(pod)
+        name = str(pod["metadata"]["name"])
+        if c.ANNOTATION_UNREGISTRATION_COMPLETE_TIMESTAMP in ann:
+            return pod, None  # 1
+        stopped = p.is_stopped(pod)
+        runner_id: int | None = None
+        if ann.get(c.ANNOTATION_RUNNER_ID, "").isdigit():
+            runner_id = int(ann[c.ANNOTATION_RUNNER_ID])
+        elif not stopped:
+            runner_id = await find_runner_id(client, name)
+        now = self.options.clock()
+        timed_out = p.registration_timed_out(pod, now, self.options.registration_timeout)
+        pending = p.phase(pod) == "Pending"
+        if runner_id is None:
+            if not stopped and not timed_out and not pending:
+                log.info("pod %s: waiting for the runner to register before unregistering", name)
+                return pod, self._retry()  # 2
+            return pod, None  # 3, 4, 5: nothing registered, nothing to remove
+        if stopped:
+            return pod, None  # 6: an exited runner has de-registered itself (B5)
+        if c.ANNOTATION_RUNNER_COMPLETION_WAIT_START_TIMESTAMP in ann:
+            ephemeral = (p.runner_env(pod) or {}).get(c.ENV_RUNNER_EPHEMERAL) == "true"
+            if not ephemeral or not p.runner_container_terminated_before(pod):
+                return pod, self._retry()  # 7
+            return pod, None
+        return await self._remove(pod, client, runner_id)  # 8
+
+    async def _remove(
+        self, pod: JSON, client: RestClient, runner_id: int
+    ) -> tuple[JSON, Result | None]:
+        name = str(pod["metadata"]["name"])
+        try:
+            await client.remove_runner(runner_id)
+        except gh.RateLimited:
+            return pod, Result(requeue_after=self.options.rate_limit_retry_delay.total_seconds())
+        except gh.Forbidden as err:
+            log.warning(
+                "pod %s: no permission to remove runner %d (%s); treating as removed",
+                name,
+                runner_id,
+                err,
+            )
+            return pod, None
+        except gh.NotFound:
+            return pod, None  # already gone from GitHub
+        except gh.UnprocessableEntity as err:
+            if p.runner_container_terminated(pod):
+                return pod, None
+            now = p.rfc3339(self.options.clock())
+            pod = await annotate_once(
+                self.kube, pod, c.ANNOTATION_UNREGISTRATION_FAILURE_MESSAGE, err.message[:1000]
+            )
+            if (p.runner_env(pod) or {}).get(c.ENV_RUNNER_EPHEMERAL) == "true":
+                pod = await annotate_once(
+                    self.kube, pod, c.ANNOTATION_RUNNER_COMPLETION_WAIT_START_TIMESTAMP, now
+                )
+                # Busy ephemeral runner: it exits by itself after the job; pod events wake us.
+                return pod, Result()
+            return pod, self._retry()
+        log.info("pod %s: removed runner %d from GitHub", name, runner_id)
+        return pod, None

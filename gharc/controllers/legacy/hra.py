@@ -1,0 +1,402 @@
+"""HorizontalRunnerAutoscaler controller (legacy.md 3; ARC
+``horizontalrunnerautoscaler_controller.go``).
+
+One reconcile: read the HRA and its target, compute minReplicas (scheduled overrides),
+ask the metrics for a suggestion, add capacity reservations, clamp, hold scale-downs
+inside the delay window, then write the target's ``spec.replicas`` (and ``effectiveTime``
+for ephemeral targets, B5) and the HRA's status.
+
+Differences from ARC, each for a reason:
+
+* ARC re-evaluates on the manager's 1-minute resync; gharc's informers do not resync, so
+  the reconcile asks to be requeued after ``sync_period`` (``--sync-period``), or sooner
+  when it knows the answer changes earlier (a reservation expires, the scale-down hold
+  ends, a scheduled override starts or ends). Scaling therefore follows the clock exactly
+  instead of up to a minute late.
+* An invalid HRA (no minReplicas/maxReplicas, bad metrics, bad schedule) gets a Warning
+  event ``RunnerAutoscalingFailure`` naming the field and is not retried until it changes
+  (ARC retries with backoff forever, with the same message as a Normal event).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import time
+from collections.abc import Callable, Mapping
+from typing import Any, Protocol
+
+from gharc.api.legacy import constants as lc
+from gharc.controllers.legacy import capacity, schedule
+from gharc.controllers.legacy.hra_github import CredentialsUnavailable
+from gharc.controllers.legacy.hra_metrics import (
+    PERCENTAGE_RUNNERS_BUSY,
+    GitHubReader,
+    MetricError,
+    ScaleTarget,
+    Suggestion,
+    suggest_replicas,
+    validate_metrics,
+)
+from gharc.controllers.legacy.hra_prometheus import HRAMetrics
+from gharc.controllers.legacy.timeutil import format_time, from_timestamp, parse_time
+from gharc.kube.builder import Builder
+from gharc.kube.client import KubeClient, Reader
+from gharc.kube.controller import Controller
+from gharc.kube.errors import NotFound
+from gharc.kube.events import NORMAL, WARNING
+from gharc.kube.labels import Selector
+from gharc.kube.predicate import ResourceVersionChangedPredicate
+from gharc.kube.reconcile import Request, Result, TerminalError
+from gharc.kube.resources import (
+    HORIZONTAL_RUNNER_AUTOSCALERS,
+    PODS,
+    RUNNER_DEPLOYMENTS,
+    RUNNER_SETS,
+    RUNNERS,
+    Resource,
+)
+
+log = logging.getLogger(__name__)
+
+JSON = dict[str, Any]
+REASON_FAILURE = "RunnerAutoscalingFailure"
+REASON_SCALED = "RunnerAutoscaled"
+DEFAULT_SYNC_PERIOD = 60.0
+_MIN_REQUEUE = 0.2
+
+__all__ = ["HRAReconciler", "InvalidHRA", "setup"]
+
+
+class InvalidHRA(TerminalError):
+    """The HRA cannot be evaluated as written; retrying does not help."""
+
+
+class ClientSource(Protocol):
+    async def client_for(
+        self, hra: Mapping[str, Any], enterprise: str, organization: str, repository: str
+    ) -> GitHubReader: ...
+
+
+class Recorder(Protocol):
+    def record(self, obj: Mapping[str, Any], type: str, reason: str, message: str) -> Any: ...
+
+
+def _int_or_none(value: Any) -> int | None:
+    return None if value is None else int(value)
+
+
+class HRAReconciler:
+    """Reconciles one HRA. ``clock`` returns epoch seconds (injectable for tests)."""
+
+    def __init__(
+        self,
+        client: KubeClient,
+        reader: Reader,
+        clients: ClientSource,
+        *,
+        recorder: Recorder | None = None,
+        metrics: HRAMetrics | None = None,
+        default_scale_down_delay: float = capacity.DEFAULT_SCALE_DOWN_DELAY.total_seconds(),
+        sync_period: float = DEFAULT_SYNC_PERIOD,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.client = client
+        self.reader = reader
+        self.clients = clients
+        self.recorder = recorder
+        self.metrics = metrics
+        self.default_scale_down_delay = dt.timedelta(seconds=default_scale_down_delay)
+        self.sync_period = sync_period
+        self.clock = clock
+
+    # ---- events -------------------------------------------------------------------------
+
+    async def _event(self, obj: Mapping[str, Any], type_: str, reason: str, msg: str) -> None:
+        meta = obj.get("metadata") or {}
+        log.info("HRA %s/%s: %s: %s", meta.get("namespace"), meta.get("name"), reason, msg)
+        if self.recorder is None:
+            return
+        try:
+            result = self.recorder.record(obj, type_, reason, msg)
+            if hasattr(result, "__await__"):
+                await result
+        except Exception:
+            log.warning("could not record event %s", reason, exc_info=True)
+
+    async def _fail(self, hra: Mapping[str, Any], message: str) -> InvalidHRA:
+        await self._event(hra, WARNING, REASON_FAILURE, message)
+        return InvalidHRA(message)
+
+    # ---- target -------------------------------------------------------------------------
+
+    async def _names(
+        self, resource: Resource, namespace: str, selector: Selector
+    ) -> frozenset[str]:
+        objs = await self.reader.list(resource, namespace=namespace)
+        return frozenset(str(o["metadata"]["name"]) for o in objs if selector.matches_object(o))
+
+    async def _busy_terminating(self, namespace: str, label: str, name: str) -> frozenset[str]:
+        pods = await self.reader.list(PODS, namespace=namespace, label_selector={label: name})
+        return frozenset(
+            str(p["metadata"]["name"])
+            for p in pods
+            if (
+                (p["metadata"].get("annotations") or {}).get(
+                    lc.ANNOTATION_UNREGISTRATION_FAILURE_MESSAGE
+                )
+            )
+        )
+
+    async def _target(
+        self, hra: Mapping[str, Any], need_runners: bool
+    ) -> tuple[Resource, JSON, ScaleTarget] | None:
+        ns = str(hra["metadata"]["namespace"])
+        ref = (hra.get("spec") or {}).get("scaleTargetRef") or {}
+        kind = str(ref.get("kind") or lc.KIND_RUNNER_DEPLOYMENT)
+        name = str(ref.get("name") or "")
+        if not name:
+            return None
+        resource = RUNNER_SETS if kind == lc.KIND_RUNNER_SET else RUNNER_DEPLOYMENTS
+        try:
+            obj = await self.reader.get(resource, name, namespace=ns)
+        except NotFound:
+            return None
+        if (obj.get("metadata") or {}).get("deletionTimestamp"):
+            return None
+        spec = obj.get("spec") or {}
+        if resource is RUNNER_SETS:
+            runner_spec = spec
+            label = lc.LABEL_RUNNER_SET_NAME
+            selector = Selector.from_label_selector(spec.get("selector") or {})
+            names_of: Resource = PODS
+        else:
+            runner_spec = (spec.get("template") or {}).get("spec") or {}
+            label = lc.LABEL_RUNNER_DEPLOYMENT_NAME
+            sel = spec.get("selector")
+            selector = (
+                Selector.from_label_selector(sel)
+                if sel
+                else Selector.from_labels({lc.LABEL_RUNNER_DEPLOYMENT_NAME: name})
+            )
+            names_of = RUNNERS
+        runner_names: frozenset[str] = frozenset()
+        busy_terminating: frozenset[str] = frozenset()
+        if need_runners:
+            runner_names = await self._names(names_of, ns, selector)
+            busy_terminating = await self._busy_terminating(ns, label, name)
+        ephemeral = runner_spec.get("ephemeral")
+        target = ScaleTarget(
+            kind=resource.kind,
+            name=name,
+            namespace=ns,
+            enterprise=str(runner_spec.get("enterprise") or ""),
+            organization=str(runner_spec.get("organization") or ""),
+            repository=str(runner_spec.get("repository") or ""),
+            group=str(runner_spec.get("group") or ""),
+            labels=tuple(str(x) for x in runner_spec.get("labels") or ()),
+            replicas=_int_or_none(spec.get("replicas")),
+            ephemeral=ephemeral is None or bool(ephemeral),
+            runner_names=runner_names,
+            busy_terminating=busy_terminating,
+        )
+        return resource, obj, target
+
+    # ---- reconcile ----------------------------------------------------------------------
+
+    async def reconcile(self, request: Request) -> Result | None:
+        try:
+            hra = await self.reader.get(
+                HORIZONTAL_RUNNER_AUTOSCALERS, request.name, namespace=request.namespace
+            )
+        except NotFound:
+            return None
+        if (hra.get("metadata") or {}).get("deletionTimestamp"):
+            return None
+        if self.metrics is not None:
+            self.metrics.set_spec(hra)
+        spec = hra.get("spec") or {}
+        now = from_timestamp(self.clock())
+        name = f"{request.namespace}/{request.name}"
+
+        if spec.get("minReplicas") is None:
+            raise await self._fail(hra, f"horizontalrunnerautoscaler {name} is missing minReplicas")
+        if spec.get("maxReplicas") is None:
+            raise await self._fail(hra, f"horizontalrunnerautoscaler {name} is missing maxReplicas")
+        metrics_spec = list(spec.get("metrics") or [])
+        try:
+            validate_metrics(metrics_spec)
+            min_override, active, upcoming = schedule.match_overrides(
+                now, spec.get("scheduledOverrides") or []
+            )
+        except (MetricError, schedule.ScheduleError) as err:
+            raise await self._fail(hra, f"horizontalrunnerautoscaler {name}: {err}") from None
+        spec_min = int(spec["minReplicas"])
+        min_replicas = spec_min if spec_min >= 0 else 1
+        if min_override is not None:
+            min_replicas = min_override
+
+        need_runners = any(m.get("type") == PERCENTAGE_RUNNERS_BUSY for m in metrics_spec)
+        found = await self._target(hra, need_runners)
+        if found is None:
+            return Result(requeue_after=self.sync_period)  # ARC: wait for the next resync
+        resource, target_obj, target = found
+
+        suggestion = Suggestion(None)
+        if metrics_spec:
+            try:
+                github = await self.clients.client_for(
+                    hra, target.enterprise, target.organization, target.repository
+                )
+                suggestion = await suggest_replicas(github, target, metrics_spec)
+            except (MetricError, CredentialsUnavailable) as err:
+                raise await self._fail(hra, f"horizontalrunnerautoscaler {name}: {err}") from None
+            except Exception as err:
+                await self._event(hra, WARNING, REASON_FAILURE, f"computing replicas: {err}")
+                raise
+            self._export(hra, target, suggestion)
+
+        status = hra.get("status") or {}
+        reservations = list(spec.get("capacityReservations") or [])
+        delay_s = spec.get("scaleDownDelaySecondsAfterScaleOut")
+        delay = (
+            dt.timedelta(seconds=int(delay_s))
+            if delay_s is not None
+            else self.default_scale_down_delay
+        )
+        decision = capacity.decide_replicas(
+            suggested=suggestion.replicas,
+            min_replicas=min_replicas,
+            max_replicas=_int_or_none(spec.get("maxReplicas")),
+            reservations=reservations,
+            status_desired=_int_or_none(status.get("desiredReplicas")),
+            last_scale_out=parse_time(status.get("lastSuccessfulScaleOutTime")),
+            scale_down_delay=delay,
+            now=now,
+        )
+        desired = decision.replicas
+        await self._apply(hra, resource, target_obj, target, desired, reservations)
+        await self._write_status(hra, status, desired, spec_min, active, upcoming)
+        return Result(requeue_after=self._next_wake(now, decision, reservations, active, upcoming))
+
+    def _export(self, hra: Mapping[str, Any], target: ScaleTarget, s: Suggestion) -> None:
+        if self.metrics is None:
+            return
+        if s.workflow is not None:
+            self.metrics.set_workflow(hra, target, s.workflow)
+        if s.busy is not None and s.busy_desired is not None:
+            self.metrics.set_busy(hra, target, s.busy, s.busy_desired)
+
+    async def _apply(
+        self,
+        hra: Mapping[str, Any],
+        resource: Resource,
+        obj: Mapping[str, Any],
+        target: ScaleTarget,
+        desired: int,
+        reservations: list[Mapping[str, Any]],
+    ) -> None:
+        """Patch the target's replicas; ephemeral targets also get ``effectiveTime`` (B5)."""
+        current = target.replicas if target.replicas is not None else 1
+        effective = capacity.latest_effective_time(reservations)
+        patch: JSON = {}
+        if current != desired:
+            patch["replicas"] = desired
+        if target.ephemeral and effective is not None:
+            value = format_time(effective)
+            if (obj.get("spec") or {}).get("effectiveTime") != value or patch:
+                patch["effectiveTime"] = value
+        if not patch:
+            return
+        await self.client.merge_patch(resource, obj, {"spec": patch})
+        if "replicas" in patch:
+            await self._event(
+                hra,
+                NORMAL,
+                REASON_SCALED,
+                f"{target.kind} {target.name}: replicas {current} -> {desired}",
+            )
+
+    async def _write_status(
+        self,
+        hra: Mapping[str, Any],
+        status: Mapping[str, Any],
+        desired: int,
+        spec_min: int,
+        active: schedule.Override | None,
+        upcoming: schedule.Override | None,
+    ) -> None:
+        old = _int_or_none(status.get("desiredReplicas"))
+        patch: JSON = {}
+        if old is None or old != desired:
+            if (old is None and desired > 1) or (old is not None and desired > old):
+                patch["lastSuccessfulScaleOutTime"] = format_time(from_timestamp(self.clock()))
+            patch["desiredReplicas"] = desired
+        summary = schedule.overrides_summary(spec_min, active, upcoming)
+        if summary != status.get("scheduledOverridesSummary"):
+            patch["scheduledOverridesSummary"] = summary  # None deletes the key
+        if self.metrics is not None:
+            self.metrics.set_status(hra, desired)
+        if patch:
+            await self.client.patch_status(HORIZONTAL_RUNNER_AUTOSCALERS, hra, {"status": patch})
+
+    def _next_wake(
+        self,
+        now: dt.datetime,
+        decision: capacity.Decision,
+        reservations: list[Mapping[str, Any]],
+        active: schedule.Override | None,
+        upcoming: schedule.Override | None,
+    ) -> float:
+        wake = self.sync_period
+        for t in (
+            decision.held_until,
+            capacity.next_expiration(reservations, now),
+            schedule.next_boundary(active, upcoming),
+        ):
+            if t is not None:
+                wake = min(wake, (t - now).total_seconds() + 0.05)
+        return max(_MIN_REQUEUE, wake)
+
+
+class _ManagerLike(Protocol):
+    @property
+    def cache(self) -> Any: ...
+
+    def add(self, runnable: Any) -> None: ...
+
+
+def setup(
+    manager: _ManagerLike,
+    client: KubeClient,
+    clients: ClientSource,
+    *,
+    recorder: Recorder | None = None,
+    metrics: HRAMetrics | None = None,
+    default_scale_down_delay: float = capacity.DEFAULT_SCALE_DOWN_DELAY.total_seconds(),
+    sync_period: float = DEFAULT_SYNC_PERIOD,
+    clock: Callable[[], float] = time.time,
+) -> Controller:
+    """Register the HRA controller on ``manager`` (``For(HRA)`` only, as ARC).
+
+    Reads go through the manager's cache, so it also starts informers for RunnerDeployments,
+    RunnerSets, Runners and Pods (shared with the runner controllers).
+    """
+    reconciler = HRAReconciler(
+        client,
+        manager.cache,
+        clients,
+        recorder=recorder,
+        metrics=metrics,
+        default_scale_down_delay=default_scale_down_delay,
+        sync_period=sync_period,
+        clock=clock,
+    )
+    for resource in (RUNNER_DEPLOYMENTS, RUNNER_SETS, RUNNERS, PODS):
+        manager.cache.informer(resource)
+    return (
+        Builder(manager)
+        .named("horizontalrunnerautoscaler")
+        .for_(HORIZONTAL_RUNNER_AUTOSCALERS, ResourceVersionChangedPredicate())
+        .complete(reconciler)
+    )

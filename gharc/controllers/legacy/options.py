@@ -1,0 +1,56 @@
+"""Settings of the legacy controllers: ARC's controller-manager flags (legacy.md section 7)
+plus the timings of section 9, which tests shorten instead of waiting out ten minutes."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from gharc.api.legacy import constants as c
+from gharc.github.auth import Credentials
+
+
+def utcnow() -> dt.datetime:
+    return dt.datetime.now(dt.UTC)
+
+
+@dataclass
+class LegacyOptions:
+    """Flags of ARC's ``main.go`` that the legacy controllers read."""
+
+    github_url: str = "https://github.com"
+    """Base of the config URLs the GitHub clients are keyed by (``--github-url`` host)."""
+    runner_github_url: str | None = None
+    """``GITHUB_URL`` of runner pods; default ``github_url`` with a trailing slash."""
+    credentials: Credentials | None = None
+    """The controller-wide credentials (``--github-token`` / App flags)."""
+    runner_image: str = "summerwind/actions-runner:latest"
+    runner_image_pull_secrets: list[str] = field(default_factory=list)
+    docker_image: str = "docker:dind"
+    docker_gid: str = "1001"
+    docker_registry_mirror: str = ""
+    runner_status_update_hook: bool = False
+    common_runner_labels: list[str] = field(default_factory=list)
+    version: str = "gharc"
+    """Reported in ``GITHUB_ACTIONS_RUNNER_EXTRA_USER_AGENT``."""
+    emulate_statefulset_controller: bool = False
+    """Create the pod (and PVCs) of each one-replica RunnerSet StatefulSet and write its
+    status ourselves. Only for clusters without kube-controller-manager (the test control
+    plane, the demo); on a real cluster the StatefulSet controller does this."""
+
+    registration_timeout: dt.timedelta = c.REGISTRATION_TIMEOUT
+    unregistration_retry_delay: dt.timedelta = c.UNREGISTRATION_RETRY_DELAY
+    runner_id_retry_delay: dt.timedelta = c.RETRY_DELAY_WAITING_FOR_RUNNER_ID
+    token_error_retry_delay: dt.timedelta = c.RETRY_DELAY_ON_CREATE_REGISTRATION_ERROR
+    rate_limit_retry_delay: dt.timedelta = c.RETRY_DELAY_ON_RATE_LIMIT
+    recreation_delay: dt.timedelta = c.POD_RECREATION_DELAY_AFTER_WEBHOOK_SCALE
+    force_delete_after: dt.timedelta = c.FORCE_DELETE_AFTER
+    short_requeue: dt.timedelta = dt.timedelta(seconds=5)
+    """RunnerDeployment's requeue after creating or updating a replica set."""
+    clock: Callable[[], dt.datetime] = utcnow
+
+    @property
+    def runner_base_url(self) -> str:
+        url = self.runner_github_url or self.github_url
+        return url if url.endswith("/") else url + "/"

@@ -1,0 +1,130 @@
+"""Reading runner pods: stopped or not, Ready since when, scope from the runner env.
+
+Shared by the runner-pod controller (graceful stop) and the replica sync, which must agree
+exactly on what "stopped" means: the sync deletes an owner whose pods are all stopped
+without any RemoveRunner call, which is only safe because graceful stop also treats a
+stopped pod as already unregistered (legacy.md 4.5 rule 6, B5).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Mapping
+from typing import Any
+
+from gharc.api.legacy import constants as c
+
+JSON = dict[str, Any]
+
+
+def parse_time(value: str | None) -> dt.datetime | None:
+    if not value:
+        return None
+    try:
+        return dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+
+
+def rfc3339(t: dt.datetime) -> str:
+    return t.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def annotations_of(obj: Mapping[str, Any]) -> dict[str, str]:
+    return dict((obj.get("metadata") or {}).get("annotations") or {})
+
+
+def labels_of(obj: Mapping[str, Any]) -> dict[str, str]:
+    return dict((obj.get("metadata") or {}).get("labels") or {})
+
+
+def is_deleting(obj: Mapping[str, Any]) -> bool:
+    return bool((obj.get("metadata") or {}).get("deletionTimestamp"))
+
+
+def _runner_status(pod: Mapping[str, Any]) -> Mapping[str, Any]:
+    for cs in (pod.get("status") or {}).get("containerStatuses") or ():
+        if cs.get("name") == c.CONTAINER_RUNNER:
+            return dict(cs)
+    return {}
+
+
+def runner_container_terminated(pod: Mapping[str, Any]) -> bool:
+    return bool((_runner_status(pod).get("state") or {}).get("terminated"))
+
+
+def runner_container_terminated_before(pod: Mapping[str, Any]) -> bool:
+    """The runner container exited once and was restarted (``lastState.terminated``)."""
+    return bool((_runner_status(pod).get("lastState") or {}).get("terminated"))
+
+
+def is_stopped(pod: Mapping[str, Any]) -> bool:
+    """ARC's ``runnerPodOrContainerIsStopped``."""
+    status = pod.get("status") or {}
+    phase = status.get("phase")
+    if phase in ("Succeeded", "Failed"):
+        return True
+    if phase == "Running" and runner_container_terminated(pod):
+        return True
+    return is_deleting(pod) and not status.get("containerStatuses")
+
+
+def phase(pod: Mapping[str, Any]) -> str:
+    return str((pod.get("status") or {}).get("phase") or "")
+
+
+def ready_since(pod: Mapping[str, Any]) -> dt.datetime | None:
+    """When the Ready condition last became True; None when it is not True."""
+    for cond in (pod.get("status") or {}).get("conditions") or ():
+        if cond.get("type") == "Ready" and cond.get("status") == "True":
+            return parse_time(cond.get("lastTransitionTime")) or dt.datetime.min.replace(
+                tzinfo=dt.UTC
+            )
+    return None
+
+
+def is_ready(pod: Mapping[str, Any]) -> bool:
+    return ready_since(pod) is not None
+
+
+def registration_timed_out(pod: Mapping[str, Any], now: dt.datetime, timeout: dt.timedelta) -> bool:
+    """Ready for longer than ``timeout`` (a pod that never became Ready has not timed out)."""
+    since = ready_since(pod)
+    return since is not None and now - since > timeout
+
+
+def runner_env(pod: Mapping[str, Any]) -> dict[str, str] | None:
+    """Literal env values of the ``runner`` container; None when it has no env at all."""
+    for container in (pod.get("spec") or {}).get("containers") or ():
+        if container.get("name") == c.CONTAINER_RUNNER:
+            env = container.get("env") or []
+            if not env:
+                return None
+            return {str(e.get("name")): str(e.get("value") or "") for e in env}
+    return None
+
+
+class RunnerPods:
+    """Runner pods from the shared informer that watches only pods labelled
+    ``actions-runner`` (every pod a Runner or RunnerSet creates), so the controllers never
+    cache the cluster's other pods."""
+
+    SELECTOR = c.LABEL_RUNNER
+
+    def __init__(self, cache: Any) -> None:
+        from gharc.kube.resources import PODS
+
+        self.informer = cache.informer(PODS, label_selector=self.SELECTOR)
+
+    async def _synced(self) -> None:
+        if not self.informer.has_synced:
+            await self.informer.wait_for_sync()
+
+    async def get(self, namespace: str, name: str) -> JSON | None:
+        await self._synced()
+        obj = self.informer.store.get(namespace, name)
+        return obj if obj is None else dict(obj)
+
+    async def list(self, namespace: str) -> list[JSON]:
+        await self._synced()
+        return list(self.informer.store.list(namespace))

@@ -1,0 +1,152 @@
+"""The Runner controller (legacy.md 4.4): registration token, then exactly one pod.
+
+The Runner never recreates a completed pod: the parent RunnerReplicaSet deletes completed
+Runners and creates fresh ones (4.6), which keeps "one Runner = one GitHub registration".
+Unregistration is not done here but by the runner-pod finalizer (``runnerpod.py``), so it
+also happens when someone deletes the pod directly.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+from gharc.api.legacy import constants as c
+from gharc.controllers.legacy import pods as p
+from gharc.controllers.legacy.githubclients import LegacyGitHub, RunnerScope, ScopeError
+from gharc.controllers.legacy.options import LegacyOptions
+from gharc.controllers.legacy.resources import PodBuildError, new_runner_pod
+from gharc.github.errors import GitHubError
+from gharc.kube import errors
+from gharc.kube.client import KubeClient
+from gharc.kube.events import NORMAL, WARNING, EventRecorder
+from gharc.kube.finalizers import add_finalizer, remove_finalizer
+from gharc.kube.reconcile import Request, Result
+from gharc.kube.resources import PODS, RUNNERS
+
+log = logging.getLogger(__name__)
+JSON = dict[str, Any]
+
+
+def is_registerable(runner: Mapping[str, Any], now: Any) -> bool:
+    """ARC ``IsRegisterable``: a cached token for this repository that has not expired."""
+    spec = runner.get("spec") or {}
+    reg = (runner.get("status") or {}).get("registration") or {}
+    expires = p.parse_time(reg.get("expiresAt"))
+    return (
+        (reg.get("repository") or "") == (spec.get("repository") or "")
+        and bool(reg.get("token"))
+        and expires is not None
+        and expires >= now
+    )
+
+
+def credentials_secret(spec: Mapping[str, Any]) -> str:
+    return str(
+        ((spec.get("githubAPICredentialsFrom") or {}).get("secretRef") or {}).get("name") or ""
+    )
+
+
+def pod_status_patch(runner: Mapping[str, Any], pod: Mapping[str, Any]) -> JSON | None:
+    """The Runner status fields mirrored from its pod, or None when nothing changed."""
+    status = runner.get("status") or {}
+    pst = pod.get("status") or {}
+    want = {
+        "phase": pst.get("phase") or "Created",
+        "ready": p.is_ready(pod),
+        "reason": pst.get("reason") or "",
+        "message": pst.get("message") or "",
+    }
+    if all((status.get(k) if k != "ready" else bool(status.get(k))) == v for k, v in want.items()):
+        return None
+    return want
+
+
+class RunnerReconciler:
+    def __init__(
+        self,
+        kube: KubeClient,
+        cache: Any,
+        pods: p.RunnerPods,
+        github: LegacyGitHub,
+        options: LegacyOptions,
+        recorder: EventRecorder | None,
+    ) -> None:
+        self.kube, self.cache, self.pods = kube, cache, pods
+        self.github, self.options, self.recorder = github, options, recorder
+
+    def _event(self, obj: Mapping[str, Any], kind: str, reason: str, message: str) -> None:
+        if self.recorder is not None:
+            self.recorder.record(obj, kind, reason, message)
+
+    async def reconcile(self, request: Request) -> Result | None:
+        try:
+            runner = await self.cache.get(RUNNERS, request.name, namespace=request.namespace)
+        except errors.NotFound:
+            return None
+        pod = await self.pods.get(request.namespace, request.name)
+        if p.is_deleting(runner):
+            # No garbage collector is assumed: delete the pod ourselves (its finalizer does
+            # the graceful stop), then let the Runner go at once as ARC does.
+            if pod is not None and not p.is_deleting(pod):
+                await self.kube.delete(PODS, pod, missing_ok=True)
+            await remove_finalizer(self.kube, RUNNERS, runner, c.FINALIZER_RUNNER)
+            return None
+        if c.FINALIZER_RUNNER not in ((runner.get("metadata") or {}).get("finalizers") or ()):
+            await add_finalizer(self.kube, RUNNERS, runner, c.FINALIZER_RUNNER)
+            return None
+        if pod is None:
+            return await self._create_pod(runner)
+        patch = pod_status_patch(runner, pod)
+        if patch is not None:
+            await self.kube.patch_status(RUNNERS, runner, {"status": patch})
+        return None
+
+    async def _create_pod(self, runner: JSON) -> Result | None:
+        now = self.options.clock()
+        if not is_registerable(runner, now):
+            return await self._update_registration_token(runner)
+        try:
+            pod = new_runner_pod(runner, self.options)
+        except PodBuildError as err:
+            self._event(runner, WARNING, "FailedCreatePod", str(err))
+            return None
+        try:
+            await self.kube.create(PODS, pod)
+        except errors.AlreadyExists:
+            return None  # informer lag
+        self._event(runner, NORMAL, "PodCreated", f"Created pod '{pod['metadata']['name']}'")
+        return None
+
+    async def _update_registration_token(self, runner: JSON) -> Result | None:
+        spec = runner.get("spec") or {}
+        meta = runner["metadata"]
+        try:
+            client = await self.github.client(
+                meta["namespace"], RunnerScope.from_spec(spec), credentials_secret(spec)
+            )
+            token = await client.create_registration_token()
+        except (GitHubError, ScopeError) as err:
+            self._event(
+                runner,
+                WARNING,
+                "FailedUpdateRegistrationToken",
+                f"Updating registration token failed: {err}",
+            )
+            log.warning(
+                "runner %s/%s: registration token: %s", meta["namespace"], meta["name"], err
+            )
+            return Result(requeue_after=self.options.token_error_retry_delay.total_seconds())
+        registration = {
+            "organization": spec.get("organization") or "",
+            "repository": spec.get("repository") or "",
+            "labels": list(spec.get("labels") or []),
+            "token": token.token,
+            "expiresAt": p.rfc3339(token.expires_at),
+        }
+        await self.kube.patch_status(RUNNERS, runner, {"status": {"registration": registration}})
+        self._event(
+            runner, NORMAL, "RegistrationTokenUpdated", "Successfully update registration token"
+        )
+        return None  # the status change wakes us again

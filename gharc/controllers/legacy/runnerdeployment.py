@@ -1,0 +1,169 @@
+"""The RunnerDeployment controller (legacy.md 4.1): one RunnerReplicaSet per template hash.
+
+A template change creates a new replica set; the old ones are scaled to 0 only once the new
+one has as many ready runners as desired, and deleted once empty. Scaling an old set to 0
+goes through the replica sync's graceful drain (``podowner.py``), so a rollout never kills
+a busy runner.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from gharc.api.legacy import constants as c
+from gharc.controllers.legacy import pods as p
+from gharc.controllers.legacy.metrics import LegacyMetrics
+from gharc.controllers.legacy.options import LegacyOptions
+from gharc.controllers.legacy.resources import owner_ref, template_hash
+from gharc.controllers.legacy.runnerreplicaset import replicas_of
+from gharc.kube import errors
+from gharc.kube.client import KubeClient
+from gharc.kube.events import NORMAL, EventRecorder
+from gharc.kube.reconcile import Request, Result
+from gharc.kube.resources import RUNNER_DEPLOYMENTS, RUNNER_REPLICA_SETS
+
+JSON = dict[str, Any]
+
+
+def controller_name(obj: JSON, kind: str) -> str | None:
+    """Name of the ``actions.summerwind.dev/v1alpha1`` controller owner of ``kind``."""
+    for ref in (obj.get("metadata") or {}).get("ownerReferences") or ():
+        if (
+            ref.get("controller")
+            and ref.get("kind") == kind
+            and ref.get("apiVersion") == c.API_VERSION
+        ):
+            return str(ref.get("name"))
+    return None
+
+
+def desired_replica_set(rd: JSON, common_labels: list[str]) -> JSON:
+    """ARC ``newRunnerReplicaSet``: template + common labels, hashed and labelled."""
+    name = rd["metadata"]["name"]
+    spec = rd.get("spec") or {}
+    template = copy.deepcopy(spec.get("template") or {})
+    tspec = template.setdefault("spec", {})
+    if common_labels:
+        tspec["labels"] = list(tspec.get("labels") or []) + list(common_labels)
+    thash = template_hash(template)
+    meta = template.setdefault("metadata", {})
+    labels = dict(meta.get("labels") or {})
+    labels[c.LABEL_RUNNER_TEMPLATE_HASH] = thash
+    labels[c.LABEL_RUNNER_DEPLOYMENT_NAME] = name
+    meta["labels"] = labels
+    selector = copy.deepcopy(
+        spec.get("selector") or {"matchLabels": {c.LABEL_RUNNER_DEPLOYMENT_NAME: name}}
+    )
+    selector.setdefault("matchLabels", {})[c.LABEL_RUNNER_TEMPLATE_HASH] = thash
+    return {
+        "apiVersion": RUNNER_REPLICA_SETS.api_version,
+        "kind": RUNNER_REPLICA_SETS.kind,
+        "metadata": {
+            "generateName": f"{name}-",
+            "namespace": rd["metadata"]["namespace"],
+            "labels": dict(labels),
+            "ownerReferences": [owner_ref(rd)],
+        },
+        "spec": {
+            "replicas": replicas_of(spec),
+            "effectiveTime": spec.get("effectiveTime"),
+            "selector": selector,
+            "template": template,
+        },
+    }
+
+
+class RunnerDeploymentReconciler:
+    def __init__(
+        self,
+        kube: KubeClient,
+        cache: Any,
+        options: LegacyOptions,
+        metrics: LegacyMetrics | None,
+        recorder: EventRecorder | None,
+    ) -> None:
+        self.kube, self.cache, self.options = kube, cache, options
+        self.metrics, self.recorder = metrics, recorder
+
+    def _requeue(self) -> Result:
+        return Result(requeue_after=self.options.short_requeue.total_seconds())
+
+    async def reconcile(self, request: Request) -> Result | None:
+        try:
+            rd = await self.cache.get(RUNNER_DEPLOYMENTS, request.name, namespace=request.namespace)
+        except errors.NotFound:
+            return None
+        if p.is_deleting(rd):
+            return None
+        spec = rd.get("spec") or {}
+        if self.metrics is not None:
+            self.metrics.runnerdeployment_spec_replicas.labels(request.name, request.namespace).set(
+                replicas_of(spec)
+            )
+        owned = [
+            rs
+            for rs in await self.cache.list(RUNNER_REPLICA_SETS, namespace=request.namespace)
+            if controller_name(rs, c.KIND_RUNNER_DEPLOYMENT) == request.name
+        ]
+        owned.sort(
+            key=lambda rs: (rs["metadata"].get("creationTimestamp") or "", rs["metadata"]["name"]),
+            reverse=True,
+        )
+        desired = desired_replica_set(rd, self.options.common_runner_labels)
+        dhash = desired["metadata"]["labels"][c.LABEL_RUNNER_TEMPLATE_HASH]
+        if not owned or p.labels_of(owned[0]).get(c.LABEL_RUNNER_TEMPLATE_HASH) != dhash:
+            await self.kube.create(RUNNER_REPLICA_SETS, desired)
+            return self._requeue() if owned else None
+        newest, old = owned[0], owned[1:]
+        nspec = newest.get("spec") or {}
+        if nspec.get("selector") != desired["spec"]["selector"]:
+            await self.kube.merge_patch(RUNNER_REPLICA_SETS, newest, {"spec": desired["spec"]})
+            return self._requeue()
+        want_replicas, want_eff = desired["spec"]["replicas"], desired["spec"]["effectiveTime"]
+        if replicas_of(nspec) != want_replicas or nspec.get("effectiveTime") != want_eff:
+            await self.kube.merge_patch(
+                RUNNER_REPLICA_SETS,
+                newest,
+                {"spec": {"replicas": want_replicas, "effectiveTime": want_eff}},
+            )
+            return None
+        if int((newest.get("status") or {}).get("readyReplicas") or 0) >= want_replicas:
+            for rs in old:
+                if int((rs.get("status") or {}).get("replicas") or 0) > 0:
+                    if replicas_of(rs.get("spec") or {}) != 0:
+                        await self.kube.merge_patch(
+                            RUNNER_REPLICA_SETS, rs, {"spec": {"replicas": 0}}
+                        )
+                    continue
+                await self.kube.delete(RUNNER_REPLICA_SETS, rs, missing_ok=True)
+                if self.recorder is not None:
+                    self.recorder.record(
+                        rd,
+                        NORMAL,
+                        "RunnerReplicaSetDeleted",
+                        f"Deleted runnerreplicaset {rs['metadata']['name']}",
+                    )
+        return await self._status(rd, newest, owned, want_replicas)
+
+    async def _status(
+        self, rd: JSON, newest: JSON, owned: list[JSON], desired: int
+    ) -> Result | None:
+        def total(key: str) -> int:
+            return sum(int((rs.get("status") or {}).get(key) or 0) for rs in owned)
+
+        available = total("availableReplicas")
+        want = {
+            "availableReplicas": available,
+            "readyReplicas": available,
+            "updatedReplicas": int((newest.get("status") or {}).get("replicas") or 0),
+            "desiredReplicas": desired,
+            "replicas": total("replicas"),
+        }
+        status = rd.get("status") or {}
+        if any(status.get(k) != v for k, v in want.items()):
+            try:
+                await self.kube.patch_status(RUNNER_DEPLOYMENTS, rd, {"status": want})
+            except errors.ApiError:
+                return Result(requeue=True)
+        return None

@@ -1,0 +1,303 @@
+"""The RunnerSet controller (legacy.md 4.3): runners as one-replica StatefulSets.
+
+Scaling creates or deletes whole StatefulSets through the shared replica sync (4.6), which
+gives RunnerSet the same graceful drain as RunnerDeployment. ``volumeClaimTemplates`` are
+honoured per StatefulSet (one PVC set per runner).
+
+Without kube-controller-manager (the test control plane, the demo) nothing would create
+the StatefulSets' pods, so ``emulate_statefulset_controller`` makes this controller do the
+StatefulSet controller's part for its own StatefulSets: create the PVCs and the pod
+``<sts>-0`` (with the registration token, as ARC's ``/mutate-runner-set-pod`` webhook would
+inject it) and write the StatefulSet status. On a real cluster leave it off.
+"""
+
+from __future__ import annotations
+
+import copy
+import datetime as dt
+import logging
+from typing import Any
+
+from gharc.api.legacy import constants as c
+from gharc.controllers.legacy import pods as p
+from gharc.controllers.legacy.githubclients import LegacyGitHub, RunnerScope, ScopeError
+from gharc.controllers.legacy.metrics import LegacyMetrics
+from gharc.controllers.legacy.options import LegacyOptions
+from gharc.controllers.legacy.podowner import (
+    CreationExpectations,
+    SyncParams,
+    sync_runner_pods_owners,
+)
+from gharc.controllers.legacy.resources import (
+    PodBuildError,
+    inject_registration_token,
+    owner_ref,
+    runner_pod_template,
+    template_hash,
+)
+from gharc.controllers.legacy.runner import credentials_secret
+from gharc.controllers.legacy.runnerdeployment import controller_name
+from gharc.controllers.legacy.runnerreplicaset import replicas_of
+from gharc.github.errors import GitHubError
+from gharc.kube import errors
+from gharc.kube.client import KubeClient
+from gharc.kube.events import WARNING, EventRecorder
+from gharc.kube.reconcile import Request, Result
+from gharc.kube.resources import PODS, RUNNER_SETS, Resource
+
+log = logging.getLogger(__name__)
+JSON = dict[str, Any]
+
+_STATUS = frozenset({"status"})
+STATEFUL_SETS = Resource("apps", "v1", "StatefulSet", "statefulsets", True, _STATUS)
+PERSISTENT_VOLUME_CLAIMS = Resource(
+    "", "v1", "PersistentVolumeClaim", "persistentvolumeclaims", True, _STATUS
+)
+
+_RUNNER_CONFIG_KEYS = (
+    "enterprise", "organization", "repository", "labels", "group", "ephemeral", "image",
+    "workDir", "dockerdWithinRunnerContainer", "dockerEnabled", "dockerMTU",
+    "dockerRegistryMirror", "dockerVarRunVolumeSizeLimit", "volumeSizeLimit",
+    "volumeStorageMedium", "containerMode", "githubAPICredentialsFrom", "workVolumeClaimTemplate",
+)  # fmt: skip
+_STS_KEYS = (
+    "serviceName", "volumeClaimTemplates", "podManagementPolicy", "updateStrategy",
+    "revisionHistoryLimit", "minReadySeconds", "persistentVolumeClaimRetentionPolicy", "ordinals",
+)  # fmt: skip
+
+
+def desired_stateful_set(rs: JSON, options: LegacyOptions, now: str) -> JSON:
+    """ARC ``newStatefulSet``: the RunnerSet's pod template turned into a runner pod, in a
+    one-replica StatefulSet labelled with the hash of that pod spec."""
+    name, ns = rs["metadata"]["name"], rs["metadata"]["namespace"]
+    spec = rs.get("spec") or {}
+    config = {k: copy.deepcopy(spec[k]) for k in _RUNNER_CONFIG_KEYS if k in spec}
+    if options.common_runner_labels:
+        config["labels"] = list(config.get("labels") or []) + list(options.common_runner_labels)
+    template = copy.deepcopy(spec.get("template") or {})
+    tmeta = template.setdefault("metadata", {})
+    tmeta.setdefault("labels", {})[c.LABEL_RUNNER_SET_NAME] = name
+    if spec.get("serviceAccountName"):
+        template.setdefault("spec", {})["serviceAccountName"] = spec["serviceAccountName"]
+    pod = runner_pod_template(template, config, options)
+    pod["spec"]["restartPolicy"] = "Always"
+    thash = template_hash(pod["spec"])
+    pod["metadata"]["labels"][c.LABEL_RUNNER_TEMPLATE_HASH] = thash
+    selector = copy.deepcopy(
+        spec.get("selector") or {"matchLabels": {c.LABEL_RUNNER_SET_NAME: name}}
+    )
+    selector.setdefault("matchLabels", {}).update(
+        {
+            c.LABEL_RUNNER_TEMPLATE_HASH: thash,
+            c.LABEL_RUNNER_SET_NAME: name,
+            c.LABEL_INJECT_REGISTRATION_TOKEN: "true",
+        }
+    )
+    sts_spec = {k: copy.deepcopy(spec[k]) for k in _STS_KEYS if k in spec}
+    sts_spec.update({"replicas": 1, "selector": selector, "template": pod})
+    return {
+        "apiVersion": STATEFUL_SETS.api_version,
+        "kind": STATEFUL_SETS.kind,
+        "metadata": {
+            "generateName": f"{name}-",
+            "namespace": ns,
+            "labels": {**p.labels_of(rs), c.LABEL_RUNNER_TEMPLATE_HASH: thash},
+            "annotations": {c.ANNOTATION_SYNC_TIME: now},
+            "ownerReferences": [owner_ref(rs)],
+        },
+        "spec": sts_spec,
+    }
+
+
+def pod_name(sts: JSON) -> str:
+    return f"{sts['metadata']['name']}-0"
+
+
+class StatefulSetOwners:
+    """One-replica StatefulSets as owners for the shared sync."""
+
+    resource = STATEFUL_SETS
+
+    def __init__(self, kube: KubeClient, pods: p.RunnerPods, emulate: bool) -> None:
+        self.kube, self.pods, self.emulate = kube, pods, emulate
+
+    async def pods_of(self, owner: JSON) -> list[JSON]:
+        pod = await self.pods.get(owner["metadata"]["namespace"], pod_name(owner))
+        return [pod] if pod is not None else []
+
+    def synced(self, owner: JSON) -> bool:
+        want = (owner.get("spec") or {}).get("replicas")
+        have = (owner.get("status") or {}).get("replicas")
+        return int(have or 0) == (1 if want is None else int(want))
+
+    async def delete(self, owner: JSON) -> None:
+        if self.emulate:  # no garbage collector: take the pod down first (graceful via finalizer)
+            ns = owner["metadata"]["namespace"]
+            await self.kube.delete(PODS, pod_name(owner), namespace=ns, missing_ok=True)
+        await self.kube.delete(STATEFUL_SETS, owner, missing_ok=True)
+
+
+class RunnerSetReconciler:
+    def __init__(
+        self,
+        kube: KubeClient,
+        cache: Any,
+        pods: p.RunnerPods,
+        github: LegacyGitHub,
+        options: LegacyOptions,
+        metrics: LegacyMetrics | None,
+        recorder: EventRecorder | None,
+    ) -> None:
+        self.kube, self.cache, self.pods, self.github = kube, cache, pods, github
+        self.options, self.metrics, self.recorder = options, metrics, recorder
+        self.last_created: dict[str, dt.datetime] = {}
+        """Owner-set uid -> when we last created an owner for it (see SyncParams)."""
+        self.expectations = CreationExpectations()
+        self.owners = StatefulSetOwners(kube, pods, options.emulate_statefulset_controller)
+
+    async def reconcile(self, request: Request) -> Result | None:
+        try:
+            rs = await self.cache.get(RUNNER_SETS, request.name, namespace=request.namespace)
+        except errors.NotFound:
+            return None
+        if p.is_deleting(rs):
+            return None
+        spec = rs.get("spec") or {}
+        if self.metrics is not None:
+            self.metrics.runnerset_spec_replicas.labels(request.name, request.namespace).set(
+                replicas_of(spec)
+            )
+        owned = [
+            s
+            for s in await self.cache.list(STATEFUL_SETS, namespace=request.namespace)
+            if controller_name(s, c.KIND_RUNNER_SET) == request.name
+        ]
+        if len(owned) > c.MAX_STATEFULSETS_PER_RUNNER_SET:
+            log.error("runnerset %s owns %d statefulsets; doing nothing", request, len(owned))
+            return None
+        now = self.options.clock()
+        try:
+            desired = desired_stateful_set(rs, self.options, p.rfc3339(now))
+        except PodBuildError as err:
+            if self.recorder is not None:
+                self.recorder.record(rs, WARNING, "InvalidSpec", str(err))
+            return None
+        if self.options.emulate_statefulset_controller:
+            for sts in owned:
+                if not p.is_deleting(sts):
+                    await self._emulate(rs, sts)
+
+        async def create() -> None:
+            fresh = desired_stateful_set(rs, self.options, p.rfc3339(self.options.clock()))
+            made = await self.kube.create(STATEFUL_SETS, fresh)
+            self.expectations.created(
+                rs["metadata"]["uid"], made["metadata"]["name"], self.options.clock()
+            )
+            self.last_created[rs["metadata"]["uid"]] = self.options.clock()
+
+        params = SyncParams(
+            desired=replicas_of(spec),
+            ephemeral=spec.get("ephemeral") is not False,
+            effective_time=p.parse_time(spec.get("effectiveTime")),
+            template_hash=desired["metadata"]["labels"][c.LABEL_RUNNER_TEMPLATE_HASH],
+            registration_timeout=self.options.registration_timeout,
+            recreation_delay=self.options.recreation_delay,
+            now=now,
+            last_created=self.last_created.get(rs["metadata"]["uid"]),
+            outstanding=self.expectations.outstanding(
+                rs["metadata"]["uid"], {o["metadata"]["name"] for o in owned}, now
+            ),
+        )
+        synced = await sync_runner_pods_owners(self.kube, self.owners, owned, params, create)
+        current = synced.current
+        if current is None:
+            return synced.requeue()
+
+        def total(key: str) -> int:
+            return sum(int((s.owner.get("status") or {}).get(key) or 0) for s in current)
+
+        want = {
+            "availableReplicas": total("currentReplicas"),
+            "readyReplicas": total("readyReplicas"),
+            "updatedReplicas": total("updatedReplicas"),
+            "desiredReplicas": params.desired,
+            "replicas": total("replicas"),
+        }
+        status = rs.get("status") or {}
+        if any(status.get(k) != v for k, v in want.items()):
+            await self.kube.patch_status(RUNNER_SETS, rs, {"status": want})
+        return synced.requeue()
+
+    # -- StatefulSet controller stand-in ----------------------------------------------------
+
+    async def _emulate(self, rs: JSON, sts: JSON) -> None:
+        ns = sts["metadata"]["namespace"]
+        pod = await self.pods.get(ns, pod_name(sts))
+        if pod is None:
+            try:
+                await self._create_pod(rs, sts)
+            except (GitHubError, ScopeError) as err:
+                if self.recorder is not None:
+                    self.recorder.record(
+                        rs, WARNING, "FailedCreatePod", f"registration token: {err}"
+                    )
+                return
+        n = 1 if pod is not None else 0
+        ready = 1 if pod is not None and p.is_ready(pod) else 0
+        want = {
+            "replicas": n,
+            "currentReplicas": n,
+            "updatedReplicas": n,
+            "readyReplicas": ready,
+            "availableReplicas": ready,
+            "observedGeneration": sts["metadata"].get("generation", 1),
+        }
+        status = sts.get("status") or {}
+        if any(status.get(k) != v for k, v in want.items()):
+            await self.kube.patch_status(STATEFUL_SETS, sts, {"status": want})
+
+    async def _create_pod(self, rs: JSON, sts: JSON) -> None:
+        ns, sts_name = sts["metadata"]["namespace"], sts["metadata"]["name"]
+        spec = sts.get("spec") or {}
+        template = copy.deepcopy(spec.get("template") or {})
+        name = f"{sts_name}-0"
+        volumes = template["spec"].setdefault("volumes", [])
+        for claim in spec.get("volumeClaimTemplates") or ():
+            cname = claim["metadata"]["name"]
+            pvc = {
+                "apiVersion": "v1",
+                "kind": "PersistentVolumeClaim",
+                "metadata": {
+                    "name": f"{cname}-{name}",
+                    "namespace": ns,
+                    "labels": dict((spec.get("selector") or {}).get("matchLabels") or {}),
+                },
+                "spec": copy.deepcopy(claim.get("spec") or {}),
+            }
+            try:
+                await self.kube.create(PERSISTENT_VOLUME_CLAIMS, pvc)
+            except errors.AlreadyExists:
+                pass
+            volumes.append(
+                {"name": cname, "persistentVolumeClaim": {"claimName": f"{cname}-{name}"}}
+            )
+        meta = template.setdefault("metadata", {})
+        meta["annotations"] = {
+            **(meta.get("annotations") or {}),
+            c.ANNOTATION_SYNC_TIME: p.annotations_of(sts).get(c.ANNOTATION_SYNC_TIME, ""),
+        }
+        meta.update({"name": name, "namespace": ns, "ownerReferences": [owner_ref(sts)]})
+        template["spec"]["hostname"] = name
+        if spec.get("serviceName"):
+            template["spec"]["subdomain"] = spec["serviceName"]
+        pod: JSON = {"apiVersion": "v1", "kind": "Pod", **template}
+        rspec = rs.get("spec") or {}
+        client = await self.github.client(
+            ns, RunnerScope.from_spec(rspec), credentials_secret(rspec)
+        )
+        token = await client.create_registration_token()
+        inject_registration_token(pod, token.token, p.rfc3339(token.expires_at))
+        try:
+            await self.kube.create(PODS, pod)
+        except errors.AlreadyExists:
+            pass

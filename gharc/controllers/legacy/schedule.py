@@ -1,0 +1,160 @@
+"""Scheduled overrides of an HRA's minReplicas (legacy.md 3.5, ARC ``schedule.go``).
+
+Occurrences come from an RFC 5545 rule (``dateutil.rrule``: FREQ, DTSTART=startTime,
+UNTIL=untilTime), exactly as ARC builds one with rrule-go, so a Monthly override that
+starts on the 31st skips short months the same way in both.
+
+Everything takes ``now`` as an argument: the reconciler passes its clock's time, and the
+tests pass any instant they like instead of sleeping until a schedule starts.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from dateutil import rrule
+
+from gharc.controllers.legacy.timeutil import parse_time
+
+_FREQ = {
+    "Daily": (rrule.DAILY, 0, 0, 1),
+    "Weekly": (rrule.WEEKLY, 0, 0, 7),
+    "Monthly": (rrule.MONTHLY, 0, 1, 0),
+    "Yearly": (rrule.YEARLY, 1, 0, 0),
+}
+_TICK = dt.timedelta(microseconds=1)  # Go's +1ns, at Python's resolution
+
+
+class ScheduleError(ValueError):
+    """An override that cannot be evaluated (bad frequency, too long for its frequency)."""
+
+
+@dataclass(frozen=True)
+class Period:
+    start: dt.datetime
+    end: dt.datetime
+
+
+@dataclass(frozen=True)
+class Override:
+    """One matched override: its period and the minReplicas it sets (None: unchanged)."""
+
+    period: Period
+    min_replicas: int | None
+
+
+def _go_date_add(now: dt.datetime, years: int, months: int, days: int) -> dt.datetime:
+    """``time.Date(y+years, m+months, d+days, ...)``: Go normalises overflow (Jan 31 + 1
+    month is Mar 3, not Feb 28 as relativedelta would say), and ARC's frequency length
+    comes from that arithmetic."""
+    month_index = now.month - 1 + months
+    year = now.year + years + month_index // 12
+    month = month_index % 12 + 1
+    first = now.replace(year=year, month=month, day=1)
+    return first + dt.timedelta(days=now.day - 1 + days)
+
+
+def match_schedule(
+    now: dt.datetime,
+    start: dt.datetime,
+    end: dt.datetime,
+    frequency: str = "",
+    until: dt.datetime | None = None,
+) -> tuple[Period | None, Period | None]:
+    """(active, upcoming) periods of one override at ``now``."""
+    if frequency == "":
+        if now < start:
+            return None, Period(start, end)
+        if now < end:
+            return Period(start, end), None
+        return None, None
+    spec = _FREQ.get(frequency)
+    if spec is None:
+        raise ScheduleError(
+            f'invalid frequency {frequency!r}: it must be one of "Daily", "Weekly", '
+            '"Monthly" and "Yearly"'
+        )
+    freq, years, months, days = spec
+    later = _go_date_add(now, years, months, days)
+    duration = end - start
+    if duration > later - now:
+        raise ScheduleError(
+            f"the override lasts {duration}, longer than its {frequency} period ({later - now})"
+        )
+    rule = rrule.rrule(freq, dtstart=start, until=until)  # type: ignore[arg-type]
+    starts = rule.between(now - duration + _TICK, now, inc=True)
+    if len(starts) > 1:
+        raise ScheduleError(f"more than one active occurrence: {starts}")
+    active = Period(starts[0], starts[0] + duration) if starts else None
+    upcoming_starts = rule.between(now + _TICK, later, inc=True)
+    upcoming = (
+        Period(upcoming_starts[0], upcoming_starts[0] + duration) if upcoming_starts else None
+    )
+    return active, upcoming
+
+
+def match_overrides(
+    now: dt.datetime, overrides: Sequence[Mapping[str, Any]]
+) -> tuple[int | None, Override | None, Override | None]:
+    """(minReplicas override, active, upcoming) over ``spec.scheduledOverrides``.
+
+    The first active override wins, even when its minReplicas is unset (later active ones
+    are then not consulted, as in ARC); the upcoming one is the earliest to start.
+    """
+    min_replicas: int | None = None
+    active: Override | None = None
+    upcoming: Override | None = None
+    for o in overrides:
+        try:
+            start = parse_time(o.get("startTime"))
+            end = parse_time(o.get("endTime"))
+            rule = o.get("recurrenceRule") or {}
+            until = parse_time(rule.get("untilTime")) if rule.get("untilTime") else None
+        except ValueError as err:
+            raise ScheduleError(f"scheduled override: {err}") from None
+        if start is None or end is None:
+            raise ScheduleError("a scheduled override needs startTime and endTime")
+        a, u = match_schedule(now, start, end, str(rule.get("frequency") or ""), until)
+        o_min = o.get("minReplicas")
+        o_min = int(o_min) if o_min is not None else None
+        if a is not None and active is None:
+            active = Override(a, o_min)
+            min_replicas = o_min
+        if u is not None and (upcoming is None or u.start < upcoming.period.start):
+            upcoming = Override(u, o_min)
+    return min_replicas, active, upcoming
+
+
+def go_time_string(t: dt.datetime) -> str:
+    """Go's ``time.Time.String()`` for a UTC time, as ARC prints it in the summary."""
+    t = t.astimezone(dt.UTC)
+    base = t.strftime("%Y-%m-%d %H:%M:%S")
+    if t.microsecond:
+        base += f".{t.microsecond:06d}".rstrip("0")
+    return base + " +0000 UTC"
+
+
+def overrides_summary(
+    spec_min_replicas: int | None, active: Override | None, upcoming: Override | None
+) -> str | None:
+    """``status.scheduledOverridesSummary``: what changes next, and when."""
+    summary: str | None = None
+    if active is not None and (upcoming is None or active.period.end < upcoming.period.start):
+        after = spec_min_replicas if spec_min_replicas is not None and spec_min_replicas >= 0 else 1
+        summary = f"min={after} time={go_time_string(active.period.end)}"
+    if (
+        upcoming is not None
+        and (active is None or active.period.end > upcoming.period.start)
+        and upcoming.min_replicas is not None
+    ):
+        summary = f"min={upcoming.min_replicas} time={go_time_string(upcoming.period.start)}"
+    return summary
+
+
+def next_boundary(active: Override | None, upcoming: Override | None) -> dt.datetime | None:
+    """When the schedule next changes the minimum (to requeue the HRA then)."""
+    times = [o.period.end for o in (active,) if o] + [o.period.start for o in (upcoming,) if o]
+    return min(times) if times else None

@@ -1,0 +1,469 @@
+"""AutoscalingListener reconciler: the listener's RBAC, config, and pod (spec §8, behaviours B1).
+
+The listener pod runs with ``restartPolicy: Never``, so the kubelet's CrashLoopBackOff never
+applies and pod watch events are not rate limited: this reconciler is the only thing that
+paces listener restarts. ARC deleted a terminated listener pod at once and recreated it
+within a second, forever; a revoked token then burns the API quota of every scale set on
+it in lock-step. Here a listener container that exited non-zero stays in place (a visible
+Error pod, with its logs) until its backoff has elapsed, measured from the container's
+``finishedAt``, and the wait is a ``Result(requeue_after=...)``, never a busy loop.
+
+Failures are counted per failed pod UID in ``status.failures`` (a pod is counted once however
+often it is reconciled), with ``status.lastFailureTime`` / ``status.lastFailedPodUID``. A
+listener whose container has been running for ``stable_after`` seconds resets the count.
+(Resetting the instant the container starts would defeat the ladder: a listener that
+fails deterministically at start-up is "Running" for a second before every crash.)
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from gharc.api.scaleset import constants as c
+from gharc.controllers.scaleset import listenerresources as lr
+from gharc.controllers.scaleset.credentials import ClientResolver, ConfigurationError, GitHubTarget
+from gharc.controllers.scaleset.events import NORMAL, WARNING, EventRecorder, emit
+from gharc.controllers.scaleset.metrics import ControllerMetrics
+from gharc.controllers.scaleset.options import ScaleSetOptions
+from gharc.controllers.scaleset.reconcileutil import (
+    format_time,
+    is_deleting,
+    parse_time,
+    remove_finalizer,
+)
+from gharc.kube.client import KubeClient, Reader
+from gharc.kube.errors import AlreadyExists, Conflict, NotFound
+from gharc.kube.finalizers import add_finalizer, has_finalizer
+from gharc.kube.reconcile import Request, Result
+from gharc.kube.resources import (
+    AUTOSCALING_LISTENERS,
+    AUTOSCALING_RUNNER_SETS,
+    PODS,
+    ROLE_BINDINGS,
+    ROLES,
+    SECRETS,
+    SERVICE_ACCOUNTS,
+)
+from gharc.kube.store import copy_object
+
+log = logging.getLogger(__name__)
+
+JSON = dict[str, Any]
+
+PHASE_PENDING = c.PHASE_PENDING
+PHASE_RUNNING = c.PHASE_RUNNING
+#: The listener container exited non-zero and is waiting out its backoff.
+PHASE_BACKOFF = "BackOff"
+#: The listener cannot be configured (e.g. its GitHub secret is missing).
+PHASE_FAILED = c.PHASE_FAILED
+
+#: Seconds a listener container must run before its failure count resets.
+DEFAULT_STABLE_AFTER = 10.0
+#: How long to wait before retrying a configuration problem nothing watches (a Secret).
+CONFIG_RETRY_AFTER = 60.0
+#: Poll interval while owned objects are being deleted.
+CLEANUP_POLL = 1.0
+
+
+def listener_container_status(pod: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """The ``listener`` container's status, or None before the kubelet reports one."""
+    for status in (pod.get("status") or {}).get("containerStatuses") or ():
+        if status.get("name") == c.LISTENER_CONTAINER_NAME:
+            return dict(status)
+    return None
+
+
+def backoff_for(failures: int, ladder: tuple[float, ...]) -> float:
+    """Delay before restarting after the ``failures``-th consecutive failure (1-based)."""
+    if failures <= 0 or not ladder:
+        return 0.0
+    return ladder[min(failures, len(ladder)) - 1]
+
+
+class AutoscalingListenerReconciler:
+    """Reconciles one AutoscalingListener (controller namespace) into its pod and RBAC."""
+
+    def __init__(
+        self,
+        kube: KubeClient,
+        cache: Reader,
+        resolver: ClientResolver,
+        options: ScaleSetOptions,
+        metrics: ControllerMetrics,
+        recorder: EventRecorder | None = None,
+        *,
+        stable_after: float = DEFAULT_STABLE_AFTER,
+        now: Callable[[], datetime] | None = None,
+    ) -> None:
+        self.kube = kube
+        self.cache = cache
+        self.resolver = resolver
+        self.options = options
+        self.metrics = metrics
+        self.recorder = recorder
+        self.stable_after = stable_after
+        self._now = now or (lambda: datetime.now(UTC))
+
+    # -- entry point -------------------------------------------------------------------
+    async def reconcile(self, request: Request) -> Result | None:
+        try:
+            cached = await self.cache.get(
+                AUTOSCALING_LISTENERS, request.name, namespace=request.namespace
+            )
+        except NotFound:
+            return None
+        listener: JSON = copy_object(cached)  # cache objects are shared: never mutate them
+        if is_deleting(listener):
+            return await self._finalize(listener)
+        if not has_finalizer(listener, c.FINALIZER_AUTOSCALING_LISTENER):
+            listener = dict(
+                await add_finalizer(
+                    self.kube, AUTOSCALING_LISTENERS, listener, c.FINALIZER_AUTOSCALING_LISTENER
+                )
+            )
+        spec = listener.get("spec") or {}
+        ars_ns = str(spec.get("autoscalingRunnerSetNamespace") or "")
+        ars_name = str(spec.get("autoscalingRunnerSetName") or "")
+        try:
+            await self.cache.get(AUTOSCALING_RUNNER_SETS, ars_name, namespace=ars_ns)
+        except NotFound:
+            log.info("AutoscalingRunnerSet %s/%s is gone; deleting its listener", ars_ns, ars_name)
+            await self.kube.delete(AUTOSCALING_LISTENERS, listener, missing_ok=True)
+            return None
+
+        await self._ensure_service_account(listener)
+        await self._ensure_role(listener)
+        await self._ensure_role_binding(listener)
+        try:
+            if spec.get("proxy"):
+                await self._ensure_proxy_secret(listener)
+            config_changed = await self._ensure_config_secret(listener)
+        except ConfigurationError as err:
+            await self._report_config_error(listener, err)
+            return Result(requeue_after=CONFIG_RETRY_AFTER)
+        return await self._ensure_pod(listener, restart=config_changed)
+
+    # -- deletion ----------------------------------------------------------------------
+    async def _finalize(self, listener: JSON) -> Result | None:
+        """Delete pod, secrets, RoleBinding, Role, ServiceAccount; then drop the finalizer."""
+        if not has_finalizer(listener, c.FINALIZER_AUTOSCALING_LISTENER):
+            return None
+        meta, spec = listener["metadata"], listener.get("spec") or {}
+        name, ns = meta["name"], meta["namespace"]
+        ars_ns = str(spec.get("autoscalingRunnerSetNamespace") or ns)
+        targets = [
+            (PODS, c.listener_pod_name(name), ns),
+            (SECRETS, c.listener_config_secret_name(name), ns),
+            (SECRETS, c.listener_proxy_secret_name(name), ns),
+            (ROLE_BINDINGS, c.listener_role_binding_name(name), ars_ns),
+            (ROLES, c.listener_role_name(name), ars_ns),
+            (SERVICE_ACCOUNTS, c.listener_service_account_name(name), ns),
+        ]
+        remaining = 0
+        for resource, obj_name, obj_ns in targets:
+            answer = await self.kube.delete(resource, obj_name, namespace=obj_ns, missing_ok=True)
+            if answer is not None:
+                remaining += 1  # it existed on this pass; look again until all are gone
+        self._set_gauge(listener, 0)
+        if remaining:
+            return Result(requeue_after=CLEANUP_POLL)
+        await remove_finalizer(
+            self.kube, AUTOSCALING_LISTENERS, listener, c.FINALIZER_AUTOSCALING_LISTENER
+        )
+        log.info("listener %s/%s cleaned up", ns, name)
+        return None
+
+    # -- owned objects -----------------------------------------------------------------
+    async def _ensure_service_account(self, listener: JSON) -> None:
+        desired = lr.listener_service_account(listener, self.options)
+        meta = desired["metadata"]
+        try:
+            live = await self.cache.get(SERVICE_ACCOUNTS, meta["name"], namespace=meta["namespace"])
+        except NotFound:
+            await self._create(SERVICE_ACCOUNTS, desired)
+            return
+        await self._sync_metadata(SERVICE_ACCOUNTS, live, desired)
+
+    async def _ensure_role(self, listener: JSON) -> None:
+        desired = lr.listener_role(listener, self.options)
+        meta = desired["metadata"]
+        try:
+            live = await self.kube.get(ROLES, meta["name"], namespace=meta["namespace"])
+        except NotFound:
+            await self._create(ROLES, desired)
+            return
+        if not lr.semantically_equal(live.get("rules"), desired["rules"]):
+            await self.kube.merge_patch(
+                ROLES, live, {"rules": desired["rules"]}, optimistic_lock=True
+            )
+        await self._sync_metadata(ROLES, live, desired)
+
+    async def _ensure_role_binding(self, listener: JSON) -> None:
+        desired = lr.listener_role_binding(listener, self.options)
+        meta = desired["metadata"]
+        try:
+            live = await self.kube.get(ROLE_BINDINGS, meta["name"], namespace=meta["namespace"])
+        except NotFound:
+            await self._create(ROLE_BINDINGS, desired)
+            return
+        # roleRef is immutable and the subject is derived from the name: labels only.
+        await self._sync_metadata(ROLE_BINDINGS, live, desired)
+
+    async def _ensure_proxy_secret(self, listener: JSON) -> None:
+        from gharc.api.scaleset.models import ProxyConfig
+
+        spec = listener.get("spec") or {}
+        ars_ns = str(spec.get("autoscalingRunnerSetNamespace") or "")
+        proxy = ProxyConfig.model_validate(spec.get("proxy") or {})
+        auth: dict[str, tuple[str, str] | None] = {"http": None, "https": None}
+        for kind in ("http", "https"):
+            server = getattr(proxy, kind)
+            if server and server.credential_secret_ref:
+                try:
+                    data = await self.resolver.secret_data(ars_ns, server.credential_secret_ref)
+                except NotFound:
+                    raise ConfigurationError(
+                        "MissingProxyCredentials",
+                        f"proxy credential secret {ars_ns}/{server.credential_secret_ref} "
+                        "does not exist",
+                    ) from None
+                auth[kind] = (
+                    data.get(c.SECRET_KEY_PROXY_USERNAME, ""),
+                    data.get(c.SECRET_KEY_PROXY_PASSWORD, ""),
+                )
+        desired = lr.listener_proxy_secret(
+            listener, proxy.to_secret_data(auth["http"], auth["https"])
+        )
+        await self._ensure_secret_data(desired)
+
+    async def _ensure_config_secret(self, listener: JSON) -> bool:
+        """Create or refresh ``config.json``; True when a live secret's data changed.
+
+        Unlike ARC (§17.6), the data is rewritten when it differs, and the caller restarts
+        the pod so the listener never runs on a stale configuration.
+        """
+        spec = listener.get("spec") or {}
+        ars_ns = str(spec.get("autoscalingRunnerSetNamespace") or "")
+        target = GitHubTarget.from_spec(ars_ns, spec)
+        secret_data: dict[str, str] = {}
+        if not (spec.get("vaultConfig") or {}).get("type"):
+            try:
+                secret_data = await self.resolver.secret_data(ars_ns, target.secret_name)
+            except NotFound:
+                raise ConfigurationError(
+                    "MissingGitHubConfigSecret",
+                    f"githubConfigSecret {ars_ns}/{target.secret_name} does not exist",
+                ) from None
+        ca = await self.resolver.ca_bundle(target)
+        config = lr.listener_config(listener, secret_data, self.options, server_root_ca=ca)
+        desired = lr.listener_config_secret(listener, config, self.options)
+        return await self._ensure_secret_data(desired)
+
+    async def _ensure_secret_data(self, desired: JSON) -> bool:
+        meta = desired["metadata"]
+        try:
+            live = await self.kube.get(SECRETS, meta["name"], namespace=meta["namespace"])
+        except NotFound:
+            await self._create(SECRETS, desired)
+            return False
+        changed = lr.decoded_secret_data(live) != lr.decoded_secret_data(desired)
+        if changed:
+            await self.kube.merge_patch(
+                SECRETS, live, {"data": desired["data"]}, optimistic_lock=True
+            )
+        await self._sync_metadata(SECRETS, live, desired)
+        return changed
+
+    async def _sync_metadata(self, resource: Any, live: JSON, desired: JSON) -> None:
+        """Add missing/changed labels and annotations (never removes foreign keys)."""
+        patch: JSON = {}
+        lm, dm = live.get("metadata") or {}, desired.get("metadata") or {}
+        for key in ("labels", "annotations"):
+            if not lr.contains_all(lm.get(key), dm.get(key)):
+                patch[key] = dict(dm.get(key) or {})
+        if patch:
+            await self.kube.merge_patch(resource, live, {"metadata": patch}, optimistic_lock=True)
+
+    async def _create(self, resource: Any, obj: JSON) -> None:
+        try:
+            await self.kube.create(resource, obj)
+            log.info(
+                "created %s %s/%s", resource, obj["metadata"]["namespace"], obj["metadata"]["name"]
+            )
+        except AlreadyExists:
+            pass  # our cache had not seen it yet; the next reconcile compares it
+
+    # -- the pod and B1 ----------------------------------------------------------------
+    async def _ensure_pod(self, listener: JSON, *, restart: bool) -> Result | None:
+        meta = listener["metadata"]
+        name = c.listener_pod_name(meta["name"])
+        try:
+            pod = await self.cache.get(PODS, name, namespace=meta["namespace"])
+        except NotFound:
+            self._set_gauge(listener, 0)
+            await self._create(PODS, lr.listener_pod(listener, self.options))
+            await self._patch_status(listener, {"phase": PHASE_PENDING})
+            return None
+        if is_deleting(pod):
+            return None  # its delete event brings us back to create the next one
+        if restart:
+            log.info("listener %s: configuration changed; restarting its pod", meta["name"])
+            await self._delete_pod(listener, pod)
+            return None
+        if (pod.get("status") or {}).get("reason") == "Evicted":
+            await emit(
+                self.recorder,
+                listener,
+                WARNING,
+                "ListenerEvicted",
+                f"listener pod {name} was evicted; recreating it",
+            )
+            await self._delete_pod(listener, pod)
+            return None
+        status = listener_container_status(pod)
+        if status is None:
+            if (pod.get("status") or {}).get("phase") == "Failed":
+                return await self._on_failure(listener, pod, exit_code=None, finished_at=None)
+            return None
+        state = status.get("state") or {}
+        if "running" in state:
+            return await self._on_running(listener, pod, state["running"])
+        if "terminated" in state:
+            term = state["terminated"]
+            exit_code = int(term.get("exitCode", 0))
+            if exit_code == 0:
+                await emit(
+                    self.recorder,
+                    listener,
+                    NORMAL,
+                    "ListenerExited",
+                    f"listener pod {name} exited with code 0; recreating it",
+                )
+                await self._delete_pod(listener, pod)
+                return None
+            return await self._on_failure(
+                listener, pod, exit_code=exit_code, finished_at=parse_time(term.get("finishedAt"))
+            )
+        return None
+
+    async def _on_running(
+        self, listener: JSON, pod: JSON, running: Mapping[str, Any]
+    ) -> Result | None:
+        self._set_gauge(listener, 1)
+        status = listener.get("status") or {}
+        patch: JSON = {}
+        if status.get("phase") != PHASE_RUNNING:
+            patch["phase"] = PHASE_RUNNING
+        if status.get("message"):
+            patch["message"] = None
+        requeue: Result | None = None
+        if int(status.get("failures") or 0) > 0:
+            started = parse_time(running.get("startedAt")) or self._now()
+            stable_at = started + timedelta(seconds=self.stable_after)
+            now = self._now()
+            if now >= stable_at:
+                patch["failures"] = 0
+                log.info(
+                    "listener %s has been running since %s; failure count reset",
+                    listener["metadata"]["name"],
+                    format_time(started),
+                )
+            else:
+                requeue = Result(requeue_after=(stable_at - now).total_seconds() + 0.1)
+        if patch:
+            await self._patch_status(listener, patch)
+        return requeue
+
+    async def _on_failure(
+        self,
+        listener: JSON,
+        pod: JSON,
+        *,
+        exit_code: int | None,
+        finished_at: datetime | None,
+    ) -> Result | None:
+        """Count the failed pod once, then wait out its backoff before recreating it."""
+        self._set_gauge(listener, 0)
+        name = listener["metadata"]["name"]
+        status = listener.get("status") or {}
+        pod_uid = str(pod["metadata"].get("uid") or "")
+        failures = int(status.get("failures") or 0)
+        first_sight = status.get("lastFailedPodUID") != pod_uid
+        # No finishedAt (a pod failed without container status): this failure's time is
+        # when we first saw it, which is what lastFailureTime records from then on.
+        recorded = None if first_sight else parse_time(status.get("lastFailureTime"))
+        finished = finished_at or recorded or self._now()
+        if first_sight:
+            failures += 1
+        delay = backoff_for(failures, self.options.listener_failure_backoff)
+        until = finished + timedelta(seconds=delay)
+        why = f"exit code {exit_code}" if exit_code is not None else "pod failed"
+        if first_sight:
+            message = (
+                f"listener container failed ({why}), failure {failures}; backing off "
+                f"{delay:g}s, restarting at {format_time(until)}"
+            )
+            log.warning("listener %s: %s", name, message)
+            await emit(self.recorder, listener, WARNING, "ListenerBackOff", message)
+            await self._patch_status(
+                listener,
+                {
+                    "failures": failures,
+                    "lastFailureTime": format_time(finished),
+                    "lastFailedPodUID": pod_uid,
+                    "phase": PHASE_BACKOFF,
+                    "message": message,
+                },
+            )
+        now = self._now()
+        if now < until:
+            return Result(requeue_after=(until - now).total_seconds() + 0.05)
+        log.info("listener %s: backoff over; recreating its pod (failure %d)", name, failures)
+        await self._delete_pod(listener, pod)
+        return None
+
+    async def _delete_pod(self, listener: JSON, pod: JSON) -> None:
+        self._set_gauge(listener, 0)
+        meta = pod["metadata"]
+        try:
+            await self.kube.delete(
+                PODS,
+                meta["name"],
+                namespace=meta["namespace"],
+                uid=meta.get("uid"),
+                missing_ok=True,
+            )
+        except Conflict:
+            pass  # already replaced by a newer pod
+
+    # -- status and metrics ------------------------------------------------------------
+    async def _report_config_error(self, listener: JSON, err: ConfigurationError) -> None:
+        status = listener.get("status") or {}
+        log.warning("listener %s: %s", listener["metadata"]["name"], err.message)
+        message = f"{err.reason}: {err.message}"
+        if status.get("phase") != PHASE_FAILED or status.get("message") != message:
+            await emit(self.recorder, listener, WARNING, err.reason, err.message)
+            await self._patch_status(listener, {"phase": PHASE_FAILED, "message": message})
+
+    async def _patch_status(self, listener: JSON, patch: JSON) -> None:
+        current = listener.get("status") or {}
+        if all(current.get(k) == v for k, v in patch.items()):
+            return
+        updated = await self.kube.patch_status(
+            AUTOSCALING_LISTENERS, listener, {"status": patch}, optimistic_lock=True
+        )
+        # Later steps of this reconcile see what we wrote.
+        listener["metadata"] = updated.get("metadata", listener["metadata"])
+        listener["status"] = updated.get("status") or {}
+
+    def _set_gauge(self, listener: Mapping[str, Any], value: int) -> None:
+        meta, spec = listener.get("metadata") or {}, listener.get("spec") or {}
+        labels = self.metrics.labels_for(
+            str(meta.get("name") or ""),
+            str(meta.get("namespace") or ""),
+            str(spec.get("githubConfigUrl") or ""),
+        )
+        self.metrics.running_listeners.labels(**labels).set(value)

@@ -1,0 +1,685 @@
+"""AutoscalingRunnerSet reconciler (spec §7, §12; behaviours B4).
+
+From one user-written ARS to: a runner scale set in GitHub, one EphemeralRunnerSet (same
+name, owned by the ARS) and one AutoscalingListener (controller namespace, no owner).
+
+How gharc differs from ARC, on purpose:
+
+- No integrity hashes. ``status.observedGeneration`` is written only at the end of a
+  reconcile that applied everything, so a half-applied change is retried and reported as
+  ``Pending`` rather than settled.
+- A runner template change patches the ERS ``spec.ephemeralRunnerSpec`` in place and
+  bumps ``spec.actionableRevision`` (optimistic lock: a stale read cannot bump twice). The
+  listener is left alone and nothing waits for runners to drain: ARC deleted the listener
+  and waited for ``running + pending == 0``, which never happens with warm idle runners
+  (``minRunners > 0``), so the update stalled with jobs queued (ARC #4432). The ERS
+  reconciler replaces idle runners; busy ones finish their job.
+- Desired and live specs are compared semantically (``env: []`` equals no ``env``).
+- An invalid spec (bad URL, missing or ambiguous secret, unknown runner group) is
+  reported in ``status`` and as a Warning event, then the reconciler waits for a change
+  instead of retrying hot; secrets are not watched, so those cases retry slowly.
+- Changing ``runnerGroup`` or ``githubConfigUrl`` renames the listener; the old one is
+  deleted instead of orphaned (ARC §17.5).
+- The ARS itself is read from the API server (not the cache) at the start of each
+  reconcile: reconciles are also triggered by ERS and listener events, and a cached ARS
+  one write behind would "revert" a fresh ERS to the old template and bump twice.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from pydantic import ValidationError
+
+from gharc.api.scaleset import constants as c
+from gharc.api.scaleset.models import AutoscalingRunnerSetSpec
+from gharc.controllers.scaleset import listenerresources as lr
+from gharc.controllers.scaleset.credentials import ClientResolver, ConfigurationError, GitHubTarget
+from gharc.controllers.scaleset.events import NORMAL, WARNING, EventRecorder, emit
+from gharc.controllers.scaleset.labels import filter_and_merge_labels, merge_annotations
+from gharc.controllers.scaleset.options import ScaleSetOptions
+from gharc.controllers.scaleset.reconcileutil import (
+    is_deleting,
+    remove_finalizer,
+)
+from gharc.github import errors as gh_errors
+from gharc.github.actions import ActionsClient
+from gharc.github.config import InvalidConfigUrl, parse_config_url
+from gharc.github.models import Label, RunnerScaleSet, RunnerSetting
+from gharc.kube.client import KubeClient, Reader
+from gharc.kube.errors import AlreadyExists, Conflict, Forbidden, NotFound
+from gharc.kube.finalizers import add_finalizer, has_finalizer
+from gharc.kube.handler import owner_reference
+from gharc.kube.reconcile import Request, Result
+from gharc.kube.resources import (
+    AUTOSCALING_LISTENERS,
+    AUTOSCALING_RUNNER_SETS,
+    EPHEMERAL_RUNNER_SETS,
+    ROLE_BINDINGS,
+    ROLES,
+    SECRETS,
+    SERVICE_ACCOUNTS,
+    Resource,
+)
+
+log = logging.getLogger(__name__)
+
+JSON = dict[str, Any]
+
+#: Phase of an ARS whose spec cannot work as written (see ``status.message``).
+PHASE_FAILED = c.PHASE_FAILED
+#: Backstop poll while children are being deleted (their events normally wake us first).
+CLEANUP_POLL = 5.0
+#: Retry interval for problems in objects nothing watches (Secrets, ConfigMaps).
+SLOW_RETRY = 60.0
+_SLOW_RETRY_REASONS = frozenset(
+    {"MissingGitHubConfigSecret", "InvalidGitHubConfigSecret", "InvalidGitHubServerTLS"}
+)
+
+#: Keys of ``ERS.spec.ephemeralRunnerSpec`` this reconciler owns (others, such as
+#: ``proxySecretRef``, belong to the ERS reconciler and are neither compared nor patched).
+OWNED_RUNNER_SPEC_KEYS = (
+    "githubConfigUrl",
+    "githubConfigSecret",
+    "runnerScaleSetId",
+    "proxy",
+    "githubServerTLS",
+    "vaultConfig",
+    "ephemeralRunnerConfigSecretMetadata",
+    "metadata",
+    "spec",
+)
+
+#: Helm-created objects whose ``cleanup-protection`` finalizer we remove, by annotation.
+_CLEANUP_TARGETS: tuple[tuple[str, Resource], ...] = (
+    (c.ANNOTATION_CLEANUP_KUBERNETES_MODE_ROLE_BINDING_NAME, ROLE_BINDINGS),
+    (c.ANNOTATION_CLEANUP_KUBERNETES_MODE_ROLE_NAME, ROLES),
+    (c.ANNOTATION_CLEANUP_KUBERNETES_MODE_SERVICE_ACCOUNT_NAME, SERVICE_ACCOUNTS),
+    (c.ANNOTATION_CLEANUP_NO_PERMISSION_SERVICE_ACCOUNT_NAME, SERVICE_ACCOUNTS),
+    (c.ANNOTATION_CLEANUP_GITHUB_SECRET_NAME, SECRETS),
+    (c.ANNOTATION_CLEANUP_MANAGER_ROLE_BINDING, ROLE_BINDINGS),
+    (c.ANNOTATION_CLEANUP_MANAGER_ROLE_NAME, ROLES),
+)
+
+_VERSION_RE = re.compile(r"^(0|[1-9]\d*)(?:\.(0|[1-9]\d*))?(?:\.(0|[1-9]\d*))?$")
+
+
+def is_version_allowed(resource_version: str, build_version: str) -> bool:
+    """ARC ``IsVersionAllowed``: same major.minor (patch ignored), or a dev/canary build."""
+    if build_version == "dev" or build_version.startswith("canary-"):
+        return True
+    if resource_version == build_version:
+        return True
+    a, b = _VERSION_RE.match(resource_version), _VERSION_RE.match(build_version)
+    if not a or not b:
+        return False
+    return (a.group(1), a.group(2) or "0") == (b.group(1), b.group(2) or "0")
+
+
+def scale_set_id_of(ars: Mapping[str, Any]) -> int | None:
+    """The ``runner-scale-set-id`` annotation as a positive int, else None."""
+    raw = ((ars.get("metadata") or {}).get("annotations") or {}).get(
+        c.ANNOTATION_RUNNER_SCALE_SET_ID
+    )
+    try:
+        value = int(str(raw))
+    except ValueError:
+        return None
+    return value if value > 0 else None
+
+
+def scale_set_name_of(ars: Mapping[str, Any]) -> str:
+    """``spec.runnerScaleSetName``, defaulting to the ARS name (not written back to spec)."""
+    return str((ars.get("spec") or {}).get("runnerScaleSetName") or ars["metadata"]["name"])
+
+
+def scale_set_labels(ars: Mapping[str, Any]) -> list[Label]:
+    """The scale set name plus ``runnerScaleSetLabels``, de-duplicated, all ``System``."""
+    seen: list[str] = []
+    for label in [
+        scale_set_name_of(ars),
+        *((ars.get("spec") or {}).get("runnerScaleSetLabels") or []),
+    ]:
+        if label and label not in seen:
+            seen.append(label)
+    return [Label(name=n, type="System") for n in seen]
+
+
+# --- the EphemeralRunnerSet --------------------------------------------------------------
+
+
+def desired_runner_spec(ars: Mapping[str, Any]) -> JSON:
+    """``ERS.spec.ephemeralRunnerSpec`` for the ARS (the owned keys only, unset ones left out)."""
+    spec = ars.get("spec") or {}
+    template = spec.get("template") or {}
+    values: JSON = {
+        "githubConfigUrl": spec.get("githubConfigUrl"),
+        "githubConfigSecret": spec.get("githubConfigSecret"),
+        "runnerScaleSetId": scale_set_id_of(ars),
+        "proxy": spec.get("proxy"),
+        "githubServerTLS": spec.get("githubServerTLS"),
+        "vaultConfig": spec.get("vaultConfig"),
+        "ephemeralRunnerConfigSecretMetadata": spec.get("ephemeralRunnerConfigSecretMetadata"),
+        "metadata": template.get("metadata"),
+        "spec": template.get("spec"),
+    }
+    return {k: v for k, v in values.items() if v is not None}
+
+
+def runner_set_labels(ars: Mapping[str, Any], options: ScaleSetOptions) -> dict[str, str]:
+    meta, spec = ars["metadata"], ars.get("spec") or {}
+    ars_labels = dict(meta.get("labels") or {})
+    computed: dict[str, str] = {
+        c.LABEL_PART_OF: c.LABEL_VALUE_PART_OF,
+        c.LABEL_COMPONENT: c.COMPONENT_RUNNER_SET,
+        c.LABEL_SCALE_SET_NAME: meta["name"],
+        c.LABEL_SCALE_SET_NAMESPACE: meta["namespace"],
+        **lr.url_labels(str(spec.get("githubConfigUrl") or "")),
+    }
+    if c.LABEL_VERSION in ars_labels:
+        computed[c.LABEL_VERSION] = ars_labels[c.LABEL_VERSION]
+    base = filter_and_merge_labels(ars_labels, computed, options.exclude_label_propagation_prefixes)
+    user = (spec.get("ephemeralRunnerSetMetadata") or {}).get("labels")
+    return filter_and_merge_labels(user, base, options.exclude_label_propagation_prefixes) or {}
+
+
+def runner_set_annotations(ars: Mapping[str, Any]) -> dict[str, str]:
+    annotations = ars["metadata"].get("annotations") or {}
+    computed = {
+        k: annotations[k]
+        for k in (c.ANNOTATION_RUNNER_GROUP_NAME, c.ANNOTATION_RUNNER_SCALE_SET_NAME)
+        if k in annotations
+    }
+    user = ((ars.get("spec") or {}).get("ephemeralRunnerSetMetadata") or {}).get("annotations")
+    return merge_annotations(user, computed) or {}
+
+
+def desired_ephemeral_runner_set(ars: Mapping[str, Any], options: ScaleSetOptions) -> JSON:
+    """ARC ``newEphemeralRunnerSet``: replicas and patchID start at 0 and are the listener's."""
+    meta, spec = ars["metadata"], ars.get("spec") or {}
+    ers_spec: JSON = {
+        "replicas": 0,
+        "patchID": 0,
+        "actionableRevision": 0,
+        "ephemeralRunnerSpec": desired_runner_spec(ars),
+    }
+    if spec.get("ephemeralRunnerMetadata"):
+        ers_spec["ephemeralRunnerMetadata"] = spec["ephemeralRunnerMetadata"]
+    return {
+        "apiVersion": c.API_VERSION,
+        "kind": c.KIND_EPHEMERAL_RUNNER_SET,
+        "metadata": {
+            "name": c.ephemeral_runner_set_name(meta["name"]),
+            "namespace": meta["namespace"],
+            "labels": runner_set_labels(ars, options),
+            "annotations": runner_set_annotations(ars),
+            "ownerReferences": [owner_reference(ars)],
+        },
+        "spec": ers_spec,
+    }
+
+
+def runner_set_patch(live: Mapping[str, Any], desired: Mapping[str, Any]) -> JSON:
+    """The merge patch that brings a live ERS to ``desired`` ({} when nothing differs).
+
+    A runner spec change also bumps ``spec.actionableRevision`` by one, from the live value.
+    """
+    live_spec, want_spec = live.get("spec") or {}, desired["spec"]
+    live_runner = live_spec.get("ephemeralRunnerSpec") or {}
+    owned = {k: live_runner[k] for k in OWNED_RUNNER_SPEC_KEYS if k in live_runner}
+    spec_patch: JSON = {}
+    if not lr.semantically_equal(owned, want_spec["ephemeralRunnerSpec"]):
+        spec_patch["ephemeralRunnerSpec"] = lr.merge_patch_for(
+            owned, want_spec["ephemeralRunnerSpec"]
+        )
+        spec_patch["actionableRevision"] = int(live_spec.get("actionableRevision") or 0) + 1
+    want_meta = want_spec.get("ephemeralRunnerMetadata")
+    if not lr.semantically_equal(live_spec.get("ephemeralRunnerMetadata"), want_meta):
+        spec_patch["ephemeralRunnerMetadata"] = want_meta
+    patch: JSON = {}
+    if spec_patch:
+        patch["spec"] = spec_patch
+    meta_patch: JSON = {}
+    lm, dm = live.get("metadata") or {}, desired["metadata"]
+    for key in ("labels", "annotations"):
+        if not lr.contains_all(lm.get(key), dm.get(key)):
+            meta_patch[key] = dict(dm.get(key) or {})
+    if meta_patch:
+        patch["metadata"] = meta_patch
+    return patch
+
+
+# --- the reconciler ----------------------------------------------------------------------
+
+
+class AutoscalingRunnerSetReconciler:
+    """Reconciles an AutoscalingRunnerSet (see the module docstring for the rules)."""
+
+    def __init__(
+        self,
+        kube: KubeClient,
+        cache: Reader,
+        resolver: ClientResolver,
+        options: ScaleSetOptions,
+        recorder: EventRecorder | None = None,
+    ) -> None:
+        self.kube = kube
+        self.cache = cache
+        self.resolver = resolver
+        self.options = options
+        self.recorder = recorder
+
+    async def reconcile(self, request: Request) -> Result | None:
+        try:
+            ars = await self.kube.get(
+                AUTOSCALING_RUNNER_SETS, request.name, namespace=request.namespace
+            )
+        except NotFound:
+            return None
+        if is_deleting(ars):
+            return await self._finalize(ars)
+        version = (ars["metadata"].get("labels") or {}).get(c.LABEL_VERSION)
+        if version is not None and not is_version_allowed(version, self.options.build_version):
+            log.warning(
+                "ARS %s has version %s, not allowed by build %s: deleting it",
+                request,
+                version,
+                self.options.build_version,
+            )
+            await self.kube.delete(AUTOSCALING_RUNNER_SETS, ars, missing_ok=True)
+            return None
+        if not has_finalizer(ars, c.FINALIZER_AUTOSCALING_RUNNER_SET):
+            ars = dict(
+                await add_finalizer(
+                    self.kube, AUTOSCALING_RUNNER_SETS, ars, c.FINALIZER_AUTOSCALING_RUNNER_SET
+                )
+            )
+        try:
+            client = await self._validate(ars)
+            ars = await self._ensure_scale_set(ars, client)
+        except ConfigurationError as err:
+            return await self._report_invalid(ars, err)
+        except gh_errors.GitHubError as err:
+            await emit(self.recorder, ars, WARNING, "GitHubError", f"runner scale set: {err}")
+            raise  # transient or not, the work queue's backoff paces the retries
+
+        try:
+            ers, ers_applied = await self._ensure_runner_set(ars)
+            listener_state = await self._ensure_listener(ars)
+        except Exception:
+            await self._mark_half_applied(ars)
+            raise
+        applied = ers_applied and listener_state != "changed"
+        running = applied and listener_state == "running"
+        await self._update_status(ars, ers, applied=applied, running=running)
+        return None
+
+    # -- validation --------------------------------------------------------------------
+    async def _validate(self, ars: JSON) -> ActionsClient:
+        """Spec, URL and credentials, as the user can fix them; ConfigurationError if not."""
+        spec = ars.get("spec") or {}
+        try:
+            AutoscalingRunnerSetSpec.parse(spec)
+        except ValidationError as err:
+            first = err.errors()[0]
+            where = ".".join(str(p) for p in first.get("loc", ()))
+            raise ConfigurationError(
+                "InvalidSpec", f"spec.{where}: {first.get('msg')}" if where else str(err)
+            ) from None
+        try:
+            parse_config_url(str(spec.get("githubConfigUrl") or ""))
+        except InvalidConfigUrl as err:
+            raise ConfigurationError("InvalidGitHubConfigUrl", str(err)) from None
+        target = GitHubTarget.from_spec(ars["metadata"]["namespace"], spec)
+        return await self.resolver.client_for(target)
+
+    async def _report_invalid(self, ars: JSON, err: ConfigurationError) -> Result | None:
+        status = ars.get("status") or {}
+        message = f"{err.reason}: {err.message}"
+        if status.get("phase") != PHASE_FAILED or status.get("message") != message:
+            log.warning(
+                "ARS %s/%s is invalid: %s",
+                ars["metadata"]["namespace"],
+                ars["metadata"]["name"],
+                message,
+            )
+            await emit(self.recorder, ars, WARNING, err.reason, err.message)
+            await self._patch_status(ars, {"phase": PHASE_FAILED, "message": message})
+        if err.reason in _SLOW_RETRY_REASONS:
+            return Result(requeue_after=SLOW_RETRY)
+        return None  # the next change of the object brings us back
+
+    async def _patch_status(self, ars: JSON, patch: JSON) -> None:
+        try:
+            updated = await self.kube.patch_status(AUTOSCALING_RUNNER_SETS, ars, {"status": patch})
+        except NotFound:
+            return
+        ars["status"] = updated.get("status") or {}
+
+    # -- the scale set in GitHub -------------------------------------------------------
+    async def _runner_group_id(self, ars: JSON, client: ActionsClient) -> int:
+        group = str((ars.get("spec") or {}).get("runnerGroup") or "")
+        if not group:
+            return 1
+        try:
+            return (await client.get_runner_group_by_name(group)).id
+        except gh_errors.NotFound:
+            raise ConfigurationError(
+                "RunnerGroupNotFound", f"runner group {group!r} does not exist"
+            ) from None
+
+    async def _patch_meta(self, ars: JSON, annotations: JSON, labels: JSON | None = None) -> JSON:
+        meta: JSON = {"annotations": annotations}
+        if labels:
+            meta["labels"] = labels
+        return await self.kube.merge_patch(
+            AUTOSCALING_RUNNER_SETS, ars, {"metadata": meta}, optimistic_lock=True
+        )
+
+    async def _ensure_scale_set(self, ars: JSON, client: ActionsClient) -> JSON:
+        """Create or reuse the scale set, then follow runnerGroup/name changes (§7.3-7.4)."""
+        spec = ars.get("spec") or {}
+        annotations = ars["metadata"].get("annotations") or {}
+        scale_set_id = scale_set_id_of(ars)
+        name = scale_set_name_of(ars)
+        if scale_set_id is None:
+            group_id = await self._runner_group_id(ars, client)
+            ss = await client.get_runner_scale_set(group_id, name)
+            if ss is None:
+                ss = await client.create_runner_scale_set(
+                    RunnerScaleSet(
+                        name=name,
+                        runner_group_id=group_id,
+                        labels=scale_set_labels(ars),
+                        runner_setting=RunnerSetting(disable_update=True),
+                    )
+                )
+                await emit(
+                    self.recorder,
+                    ars,
+                    NORMAL,
+                    "ScaleSetCreated",
+                    f"created runner scale set {ss.name!r} (id {ss.id})",
+                )
+            else:
+                await emit(
+                    self.recorder,
+                    ars,
+                    NORMAL,
+                    "ScaleSetReused",
+                    f"using existing runner scale set {ss.name!r} (id {ss.id})",
+                )
+            return await self._patch_meta(
+                ars,
+                {
+                    c.ANNOTATION_RUNNER_SCALE_SET_ID: str(ss.id),
+                    c.ANNOTATION_RUNNER_SCALE_SET_NAME: ss.name or name,
+                    c.ANNOTATION_RUNNER_GROUP_NAME: ss.runner_group_name or "",
+                },
+                lr.url_labels(str(spec.get("githubConfigUrl") or "")),
+            )
+        group = str(spec.get("runnerGroup") or "")
+        live_group = annotations.get(c.ANNOTATION_RUNNER_GROUP_NAME)
+        try:
+            if live_group is None or (group and group.casefold() != live_group.casefold()):
+                group_id = await self._runner_group_id(ars, client)
+                ss = await client.update_runner_scale_set(scale_set_id, {"runnerGroupId": group_id})
+                ars = await self._patch_meta(
+                    ars,
+                    {
+                        c.ANNOTATION_RUNNER_GROUP_NAME: ss.runner_group_name or group,
+                        c.ANNOTATION_RUNNER_SCALE_SET_NAME: ss.name or name,
+                    },
+                )
+                annotations = ars["metadata"].get("annotations") or {}
+            live_name = annotations.get(c.ANNOTATION_RUNNER_SCALE_SET_NAME)
+            wanted = str(spec.get("runnerScaleSetName") or "")
+            if live_name is None or (wanted and wanted.casefold() != live_name.casefold()):
+                ss = await client.update_runner_scale_set(scale_set_id, {"name": name})
+                ars = await self._patch_meta(
+                    ars, {c.ANNOTATION_RUNNER_SCALE_SET_NAME: ss.name or name}
+                )
+        except gh_errors.NotFound:
+            # Deleted in GitHub behind our back: forget the id and create it again.
+            log.warning(
+                "scale set %s of %s/%s is gone in GitHub; recreating it",
+                scale_set_id,
+                ars["metadata"]["namespace"],
+                ars["metadata"]["name"],
+            )
+            ars = await self._patch_meta(ars, {c.ANNOTATION_RUNNER_SCALE_SET_ID: None})
+            return await self._ensure_scale_set(ars, client)
+        return ars
+
+    # -- the EphemeralRunnerSet --------------------------------------------------------
+    async def _ensure_runner_set(self, ars: JSON) -> tuple[JSON | None, bool]:
+        """Create or patch the ERS in place; (ers, True) when it matches the ARS now."""
+        desired = desired_ephemeral_runner_set(ars, self.options)
+        meta = desired["metadata"]
+        try:
+            live = await self.cache.get(
+                EPHEMERAL_RUNNER_SETS, meta["name"], namespace=meta["namespace"]
+            )
+        except NotFound:
+            try:
+                created = await self.kube.create(EPHEMERAL_RUNNER_SETS, desired)
+            except AlreadyExists:
+                return None, False  # the cache is behind; its add event brings us back
+            await emit(
+                self.recorder,
+                ars,
+                NORMAL,
+                "EphemeralRunnerSetCreated",
+                f"created EphemeralRunnerSet {meta['name']}",
+            )
+            return created, True
+        if is_deleting(live):
+            return live, False
+        patch = runner_set_patch(live, desired)
+        if not patch:
+            return live, True
+        updated = await self.kube.merge_patch(
+            EPHEMERAL_RUNNER_SETS, live, patch, optimistic_lock=True
+        )
+        revision = (patch.get("spec") or {}).get("actionableRevision")
+        if revision is not None:
+            await emit(
+                self.recorder,
+                ars,
+                NORMAL,
+                "RunnerSpecChanged",
+                f"runner spec changed: EphemeralRunnerSet {meta['name']} patched in "
+                f"place, actionable revision {revision}",
+            )
+        return updated, True
+
+    # -- the AutoscalingListener -------------------------------------------------------
+    async def _listeners_of(self, ars: JSON) -> list[JSON]:
+        meta = ars["metadata"]
+        return await self.cache.list(
+            AUTOSCALING_LISTENERS,
+            namespace=self.options.controller_namespace,
+            label_selector={
+                c.LABEL_SCALE_SET_NAME: meta["name"],
+                c.LABEL_SCALE_SET_NAMESPACE: meta["namespace"],
+            },
+        )
+
+    async def _delete_listener(self, listener: Mapping[str, Any]) -> None:
+        meta = listener["metadata"]
+        try:
+            await self.kube.delete(
+                AUTOSCALING_LISTENERS,
+                meta["name"],
+                namespace=meta["namespace"],
+                uid=meta.get("uid"),
+                missing_ok=True,
+            )
+        except Conflict:
+            pass  # replaced meanwhile; the next reconcile looks at the new one
+
+    async def _ensure_listener(self, ars: JSON) -> str:
+        """``running``, ``waiting`` (applied, pod not running yet) or ``changed``."""
+        desired = lr.desired_listener(ars, self.options)
+        name = desired["metadata"]["name"]
+        for other in await self._listeners_of(ars):
+            if other["metadata"]["name"] != name and not is_deleting(other):
+                log.info("deleting listener %s: ARS now uses %s", other["metadata"]["name"], name)
+                await self._delete_listener(other)
+        try:
+            live = await self.cache.get(
+                AUTOSCALING_LISTENERS, name, namespace=self.options.controller_namespace
+            )
+        except NotFound:
+            try:
+                await self.kube.create(AUTOSCALING_LISTENERS, desired)
+            except AlreadyExists:
+                return "changed"
+            await emit(
+                self.recorder,
+                ars,
+                NORMAL,
+                "ListenerCreated",
+                f"created AutoscalingListener {self.options.controller_namespace}/{name}",
+            )
+            return "changed"
+        if is_deleting(live):
+            return "changed"
+        if lr.listener_needs_rebuild(live, desired):
+            await emit(
+                self.recorder,
+                ars,
+                NORMAL,
+                "ListenerRecreated",
+                f"listener settings changed: recreating AutoscalingListener {name}",
+            )
+            await self._delete_listener(live)
+            return "changed"
+        phase = (live.get("status") or {}).get("phase")
+        return "running" if phase == c.PHASE_RUNNING else "waiting"
+
+    # -- status ------------------------------------------------------------------------
+    async def _mark_half_applied(self, ars: JSON) -> None:
+        """A change failed half-way: say Pending (the retry re-does the work)."""
+        status = ars.get("status") or {}
+        if status.get("observedGeneration") == ars["metadata"].get("generation"):
+            return
+        if status.get("phase") == c.PHASE_PENDING:
+            return
+        try:
+            await self._patch_status(ars, {"phase": c.PHASE_PENDING})
+        except Exception as err:  # the original error is the one to raise
+            log.debug("could not mark %s Pending: %s", ars["metadata"]["name"], err)
+
+    async def _update_status(
+        self, ars: JSON, ers: Mapping[str, Any] | None, *, applied: bool, running: bool
+    ) -> None:
+        status = ars.get("status") or {}
+        ers_status = (ers or {}).get("status") or {}
+        want: JSON = {
+            "phase": c.PHASE_RUNNING if running else c.PHASE_PENDING,
+            "currentRunners": int(ers_status.get("currentReplicas") or 0),
+            "pendingEphemeralRunners": int(ers_status.get("pendingEphemeralRunners") or 0),
+            "runningEphemeralRunners": int(ers_status.get("runningEphemeralRunners") or 0),
+            "failedEphemeralRunners": int(ers_status.get("failedEphemeralRunners") or 0),
+            "finishedEphemeralRunners": int(ers_status.get("finishedEphemeralRunners") or 0),
+            "deletingEphemeralRunners": int(ers_status.get("deletingEphemeralRunners") or 0),
+        }
+        if status.get("message"):
+            want["message"] = None
+        if applied:
+            want["observedGeneration"] = int(ars["metadata"].get("generation") or 0)
+        if any(status.get(k) != v for k, v in want.items()):
+            await self._patch_status(ars, want)
+
+    # -- deletion ----------------------------------------------------------------------
+    async def _finalize(self, ars: JSON) -> Result | None:
+        """Listener, then ERS (waited for), then the GitHub scale set, then finalizers."""
+        if not has_finalizer(ars, c.FINALIZER_AUTOSCALING_RUNNER_SET):
+            return None
+        meta = ars["metadata"]
+        listeners = {x["metadata"]["name"]: x for x in await self._listeners_of(ars)}
+        try:
+            own = await self.kube.get(
+                AUTOSCALING_LISTENERS,
+                c.listener_name_for(ars),
+                namespace=self.options.controller_namespace,
+            )
+            listeners[own["metadata"]["name"]] = own
+        except NotFound:
+            pass
+        if listeners:
+            for listener in listeners.values():
+                if not is_deleting(listener):
+                    await self._delete_listener(listener)
+            return Result(requeue_after=CLEANUP_POLL)
+        try:
+            ers = await self.kube.get(
+                EPHEMERAL_RUNNER_SETS,
+                c.ephemeral_runner_set_name(meta["name"]),
+                namespace=meta["namespace"],
+            )
+            if not is_deleting(ers):
+                await self.kube.delete(EPHEMERAL_RUNNER_SETS, ers, missing_ok=True)
+            return Result(requeue_after=CLEANUP_POLL)
+        except NotFound:
+            pass
+        ars = await self._delete_scale_set(ars)
+        await self._remove_cleanup_finalizers(ars)
+        await remove_finalizer(
+            self.kube, AUTOSCALING_RUNNER_SETS, ars, c.FINALIZER_AUTOSCALING_RUNNER_SET
+        )
+        log.info("ARS %s/%s cleaned up", meta["namespace"], meta["name"])
+        return None
+
+    async def _delete_scale_set(self, ars: JSON) -> JSON:
+        scale_set_id = scale_set_id_of(ars)
+        if scale_set_id is None:
+            return ars
+        try:
+            client = await self._validate(ars)
+            await client.delete_runner_scale_set(scale_set_id)
+            await emit(
+                self.recorder,
+                ars,
+                NORMAL,
+                "ScaleSetDeleted",
+                f"deleted runner scale set {scale_set_id}",
+            )
+        except gh_errors.NotFound:
+            log.info("scale set %s was already deleted in GitHub", scale_set_id)
+        except ConfigurationError as err:
+            # No way to reach GitHub any more (secret deleted first, e.g. by Helm): do not
+            # hold the ARS hostage; say what was left behind.
+            await emit(
+                self.recorder,
+                ars,
+                WARNING,
+                "ScaleSetNotDeleted",
+                f"runner scale set {scale_set_id} left in GitHub: {err.message}",
+            )
+        try:
+            return await self._patch_meta(ars, {c.ANNOTATION_RUNNER_SCALE_SET_ID: None})
+        except NotFound:
+            return ars
+
+    async def _remove_cleanup_finalizers(self, ars: JSON) -> None:
+        """Drop ``cleanup-protection`` from the Helm-created objects named in annotations."""
+        annotations = ars["metadata"].get("annotations") or {}
+        ns = ars["metadata"]["namespace"]
+        for key, resource in _CLEANUP_TARGETS:
+            name = annotations.get(key)
+            if not name:
+                continue
+            try:
+                obj = await self.kube.get(resource, name, namespace=ns)
+            except NotFound:
+                continue
+            except Forbidden:
+                if resource is SECRETS:
+                    continue
+                raise
+            await remove_finalizer(self.kube, resource, obj, c.FINALIZER_CLEANUP_PROTECTION)

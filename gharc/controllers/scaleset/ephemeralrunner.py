@@ -1,0 +1,650 @@
+"""EphemeralRunnerReconciler: one runner = a GitHub JIT registration, its Secret and a Pod.
+
+The order of the reconcile (spec §10.1, with behaviours B2 and B5 applied):
+
+1. Deletion: remove the GitHub registration first (never while the runner runs a job:
+   ``JobStillRunning`` requeues in 30 s and the pod is left alone), then the pod and the
+   JIT secret, then the finalizers.
+2. A done runner (Succeeded/Failed/Outdated) only has its pod and secret cleaned up; the
+   EphemeralRunnerSet deletes the object (it must see Succeeded runners to do behaviours
+   B3's finished-runner cleanup, which is why a succeeded runner is not deleted here).
+3. Finalizers, JIT config + Secret, runner id in status.
+4. The pod: created from the template after the failure backoff; a failed pod (evicted,
+   OOM-killed, node lost, container or init container error) is failed fast (B2): the
+   failure is recorded by pod UID, the pod deleted and re-created after the ladder, the
+   runner marked Failed after ``runner_max_failures``; a runner that already took a job is
+   deleted instead, so the set replaces it.
+5. Exit 0: Succeeded, and no RemoveRunner call: an ephemeral runner that completed has
+   de-registered itself (B5). Exit 7: Outdated.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from gharc.api.scaleset import constants as c
+from gharc.controllers.scaleset import runnerresources as rr
+from gharc.controllers.scaleset.credentials import ClientResolver, ConfigurationError, GitHubTarget
+from gharc.controllers.scaleset.events import NORMAL, WARNING, EventRecorder, emit
+from gharc.controllers.scaleset.metrics import ControllerMetrics
+from gharc.controllers.scaleset.options import ScaleSetOptions
+from gharc.github import errors as gh
+from gharc.github.actions import ActionsClient
+from gharc.kube import errors as kerr
+from gharc.kube.builder import Builder
+from gharc.kube.cache import Cache
+from gharc.kube.client import KubeClient
+from gharc.kube.controller import Controller
+from gharc.kube.predicate import ResourceVersionChangedPredicate
+from gharc.kube.reconcile import Request, Result
+from gharc.kube.resources import EPHEMERAL_RUNNERS, PODS, SECRETS
+
+log = logging.getLogger(__name__)
+
+JSON = dict[str, Any]
+
+#: Retry while GitHub says the runner still runs a job (ARC's value).
+JOB_STILL_RUNNING_REQUEUE = 30.0
+#: A quota-Forbidden pod creation is retried this often, and the runner is replaced when
+#: quota has been short for longer than QUOTA_REPLACE_AFTER (ARC's values).
+QUOTA_REQUEUE = 30.0
+QUOTA_REPLACE_AFTER = 600.0
+#: A pod that exists although our create said it did not (cache lag) is looked at again.
+ALREADY_EXISTS_REQUEUE = 5.0
+#: How often a runner whose GitHub configuration is broken looks again (Secrets are not
+#: watched, so a fixed Secret would otherwise never be noticed).
+CONFIGURATION_REQUEUE = 60.0
+
+#: Pod ``status.reason`` values that mean the pod is gone for good, whatever its phase.
+_DEAD_POD_REASONS = frozenset({"Evicted", "NodeLost", "UnexpectedAdmissionError", "Shutdown"})
+
+
+class ManagerLike(Protocol):
+    """What ``setup`` needs from the manager: the shared cache, the client, ``add``."""
+
+    @property
+    def cache(self) -> Cache: ...
+
+    def add(self, runnable: Any) -> None: ...
+
+
+def now() -> dt.datetime:
+    return dt.datetime.now(dt.UTC)
+
+
+def rfc3339(t: dt.datetime) -> str:
+    return t.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def parse_time(value: Any) -> dt.datetime | None:
+    try:
+        return dt.datetime.fromisoformat(str(value).replace("Z", "+00:00"))
+    except ValueError:
+        return None
+
+
+# --- reading a pod -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class PodVerdict:
+    """What a runner pod's status means for the runner."""
+
+    kind: str  # "running" | "success" | "outdated" | "failed" | "wait"
+    reason: str = ""
+    message: str = ""
+
+
+def _runner_status(pod: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    for cs in (pod.get("status") or {}).get("containerStatuses") or ():
+        if cs.get("name") == c.RUNNER_CONTAINER_NAME:
+            return dict(cs)
+    return None
+
+
+def _terminated(cs: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
+    if cs is None:
+        return None
+    return (cs.get("state") or {}).get("terminated")
+
+
+def _failed_init_container(pod: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    for cs in (pod.get("status") or {}).get("initContainerStatuses") or ():
+        term = _terminated(cs)
+        if term is not None and int(term.get("exitCode") or 0) != 0:
+            return dict(cs)
+    return None
+
+
+def judge_pod(pod: Mapping[str, Any]) -> PodVerdict:
+    """Classify a runner pod (spec §10.1 step 10, behaviours B2)."""
+    status = pod.get("status") or {}
+    phase = str(status.get("phase") or "")
+    reason = str(status.get("reason") or "")
+    message = str(status.get("message") or "")
+    cs = _runner_status(pod)
+    term = _terminated(cs)
+    if term is not None:
+        code = int(term.get("exitCode") or 0)
+        if code == 0:
+            return PodVerdict("success")
+        if code == c.RUNNER_EXIT_CODE_VERSION_DEPRECATED:
+            return PodVerdict("outdated")
+        why = str(term.get("reason") or "Error")
+        return PodVerdict("failed", why, f"runner container exited with code {code} ({why})")
+    if phase == "Succeeded":
+        return PodVerdict("success")
+    if phase == "Failed" or reason in _DEAD_POD_REASONS or reason.startswith("OutOf"):
+        return PodVerdict("failed", reason or "PodFailed", message or f"pod phase {phase}")
+    init = _failed_init_container(pod)
+    if init is not None:
+        code = int((_terminated(init) or {}).get("exitCode") or 0)
+        return PodVerdict(
+            "failed",
+            "InitContainerFailed",
+            f"init container {init.get('name')} exited with code {code}",
+        )
+    if cs is None:
+        return PodVerdict("wait")
+    return PodVerdict("running", reason, message)
+
+
+def pod_ready(pod: Mapping[str, Any]) -> bool:
+    """Status of the newest PodReady condition (ARC takes the latest lastTransitionTime)."""
+    conditions = [
+        cond
+        for cond in (pod.get("status") or {}).get("conditions") or ()
+        if cond.get("type") == "Ready"
+    ]
+    if not conditions:
+        return False
+    newest = max(conditions, key=lambda cond: str(cond.get("lastTransitionTime") or ""))
+    return str(newest.get("status")) == "True"
+
+
+# --- the reconciler ----------------------------------------------------------------------
+
+
+class EphemeralRunnerReconciler:
+    """See the module docstring. ``cache`` serves EphemeralRunners and Pods; Secrets are
+    read uncached through ``kube`` (the controller does not watch Secrets)."""
+
+    def __init__(
+        self,
+        kube: KubeClient,
+        cache: Cache,
+        options: ScaleSetOptions,
+        resolver: ClientResolver,
+        recorder: EventRecorder | None = None,
+    ) -> None:
+        self.kube = kube
+        self.cache = cache
+        self.options = options
+        self.resolver = resolver
+        self.recorder = recorder
+
+    async def reconcile(self, request: Request) -> Result | None:
+        try:
+            er = await self.cache.get(
+                EPHEMERAL_RUNNERS, request.name, namespace=request.namespace, copy=True
+            )
+        except kerr.NotFound:
+            return None
+        if rr.is_deleting(er):
+            return await self._finalize(er)
+        if rr.runner_is_done(er):
+            await self._cleanup_resources(er)
+            return None
+        if not (
+            rr.has_finalizer(er, c.FINALIZER_EPHEMERAL_RUNNER)
+            and rr.has_finalizer(er, c.FINALIZER_EPHEMERAL_RUNNER_REGISTRATION)
+        ):
+            await self._ensure_finalizers(er)
+            return None
+
+        try:
+            pod: JSON | None = await self.cache.get(
+                PODS, c.runner_pod_name(request.name), namespace=request.namespace
+            )
+        except kerr.NotFound:
+            pod = None
+        if pod is not None and rr.runner_id(er):
+            # NB: the common case (a pod status change) needs no Secret read at all.
+            return await self._follow_pod(er, pod)
+
+        secret, result = await self._ensure_jit_secret(er)
+        if secret is None:
+            return result
+        if rr.runner_id(er) == 0:
+            data = rr.decode_data(secret)
+            rid = rr.int_or(data.get(rr.SECRET_KEY_RUNNER_ID))
+            if rid <= 0:
+                log.warning("JIT secret of %s has no runner id; re-creating it", request)
+                await self.kube.delete(SECRETS, secret, missing_ok=True)
+                return Result(requeue=True)
+            er = await self.kube.patch_status(
+                EPHEMERAL_RUNNERS,
+                er,
+                {
+                    "status": {
+                        "runnerId": rid,
+                        "runnerName": data.get(rr.SECRET_KEY_RUNNER_NAME, ""),
+                    }
+                },
+            )
+
+        if pod is None:
+            return await self._create_pod(er, secret)
+        return await self._follow_pod(er, pod)
+
+    # -- finalizers and deletion ---------------------------------------------------------
+
+    async def _ensure_finalizers(self, er: JSON) -> None:
+        finalizers = list(rr.meta(er).get("finalizers") or ())
+        for name in (c.FINALIZER_EPHEMERAL_RUNNER, c.FINALIZER_EPHEMERAL_RUNNER_REGISTRATION):
+            if name not in finalizers:
+                finalizers.append(name)
+        await self.kube.merge_patch(
+            EPHEMERAL_RUNNERS, er, {"metadata": {"finalizers": finalizers}}, optimistic_lock=True
+        )
+
+    async def _drop_finalizer(self, er: JSON, name: str) -> JSON:
+        finalizers = [f for f in rr.meta(er).get("finalizers") or () if f != name]
+        try:
+            return await self.kube.merge_patch(
+                EPHEMERAL_RUNNERS,
+                er,
+                {"metadata": {"finalizers": finalizers}},
+                optimistic_lock=True,
+            )
+        except kerr.NotFound:
+            return er
+
+    async def _registered_id(self, er: JSON) -> int:
+        """The runner id from status, or from the JIT secret when status was never written
+        (a crash between the two): a registration must not leak because of that window."""
+        rid = rr.runner_id(er)
+        if rid:
+            return rid
+        try:
+            secret = await self.kube.get(
+                SECRETS,
+                c.runner_jit_secret_name(rr.meta(er)["name"]),
+                namespace=rr.meta(er)["namespace"],
+            )
+        except kerr.NotFound:
+            return 0
+        return rr.int_or(rr.decode_data(secret).get(rr.SECRET_KEY_RUNNER_ID))
+
+    async def _finalize(self, er: JSON) -> Result | None:
+        if not rr.has_finalizer(er, c.FINALIZER_EPHEMERAL_RUNNER):
+            return None
+        if rr.has_finalizer(er, c.FINALIZER_EPHEMERAL_RUNNER_REGISTRATION):
+            rid = await self._registered_id(er)
+            if rid:
+                try:
+                    client = await self._client(er)
+                    await client.remove_runner(rid)
+                except gh.JobStillRunning:
+                    await emit(
+                        self.recorder,
+                        er,
+                        WARNING,
+                        "RunnerBusy",
+                        f"runner {rid} still runs a job; its pod is kept, retrying in "
+                        f"{JOB_STILL_RUNNING_REQUEUE:.0f}s",
+                    )
+                    return Result(requeue_after=JOB_STILL_RUNNING_REQUEUE)
+                except gh.AgentNotFound:
+                    pass  # already gone: an ephemeral runner de-registers after its job
+                except ConfigurationError as err:
+                    # NB: credentials gone (e.g. the ARS was uninstalled first): the runner
+                    # cannot be removed from here, and keeping the object forever helps nobody.
+                    await emit(self.recorder, er, WARNING, err.reason, err.message)
+            er = await self._drop_finalizer(er, c.FINALIZER_EPHEMERAL_RUNNER_REGISTRATION)
+        await self._cleanup_resources(er)
+        await self._drop_finalizer(er, c.FINALIZER_EPHEMERAL_RUNNER)
+        return None
+
+    async def _cleanup_resources(self, er: JSON) -> None:
+        """Delete the pod and the JIT secret (and container-hook job pods/secrets)."""
+        m = rr.meta(er)
+        ns, name = str(m["namespace"]), str(m["name"])
+        await self.kube.delete(PODS, c.runner_pod_name(name), namespace=ns, missing_ok=True)
+        await self.kube.delete(
+            SECRETS, c.runner_jit_secret_name(name), namespace=ns, missing_ok=True
+        )
+        if rr.has_container_hooks(er):
+            selector = {c.LABEL_RUNNER_POD: name}
+            for resource in (PODS, SECRETS):
+                for obj in await self.kube.list(resource, namespace=ns, label_selector=selector):
+                    if not rr.is_deleting(obj):
+                        await self.kube.delete(resource, obj, missing_ok=True)
+
+    # -- GitHub ------------------------------------------------------------------------------
+
+    async def _client(self, er: Mapping[str, Any]) -> ActionsClient:
+        ns = str(rr.meta(er)["namespace"])
+        return await self.resolver.client_for(GitHubTarget.from_spec(ns, rr.spec_of(er)))
+
+    async def _ensure_jit_secret(self, er: JSON) -> tuple[JSON | None, Result | None]:
+        """The JIT secret, created (with a fresh registration) when missing."""
+        m = rr.meta(er)
+        name, ns = str(m["name"]), str(m["namespace"])
+        try:
+            return await self.kube.get(SECRETS, c.runner_jit_secret_name(name), namespace=ns), None
+        except kerr.NotFound:
+            pass
+        try:
+            client = await self._client(er)
+        except ConfigurationError as err:
+            await emit(self.recorder, er, WARNING, err.reason, err.message)
+            return None, Result(requeue_after=CONFIGURATION_REQUEUE)
+        scale_set_id = rr.int_or(rr.spec_of(er).get("runnerScaleSetId"))
+        try:
+            jit = await client.generate_jit_runner_config(scale_set_id, name, rr.work_folder(er))
+        except gh.AgentExists:
+            return None, await self._resolve_name_conflict(er, client, scale_set_id)
+        secret = rr.new_jit_secret(
+            er,
+            encoded_jit_config=jit.encoded_jit_config,
+            runner_name=jit.runner.name,
+            runner_id=jit.runner.id,
+            scale_set_id=jit.runner.runner_scale_set_id or scale_set_id,
+            exclude_label_prefixes=self.options.exclude_label_propagation_prefixes,
+        )
+        try:
+            created = await self.kube.create(SECRETS, secret)
+        except kerr.AlreadyExists:
+            return None, Result(requeue=True)
+        await emit(
+            self.recorder, er, NORMAL, "RunnerRegistered", f"registered runner {jit.runner.id}"
+        )
+        return created, None
+
+    async def _resolve_name_conflict(
+        self, er: JSON, client: ActionsClient, scale_set_id: int
+    ) -> Result | None:
+        """ARC's RunnerExists handling (spec §10.2): a stale registration of ours in the same
+        scale set is removed and the JIT config retried; another scale set's runner with our
+        name is fatal for this object (it is deleted and the set makes a new one)."""
+        name = str(rr.meta(er)["name"])
+        existing = await client.get_runner_by_name(name)
+        if existing is None:
+            return Result(requeue=True)
+        if existing.runner_scale_set_id == scale_set_id:
+            try:
+                await client.remove_runner(existing.id)
+            except gh.AgentNotFound:
+                pass
+            return Result(requeue=True)
+        await emit(
+            self.recorder,
+            er,
+            WARNING,
+            "RunnerNameConflict",
+            f"a runner named {name} exists in scale set {existing.runner_scale_set_id}; "
+            "deleting this EphemeralRunner",
+        )
+        await self.kube.delete(EPHEMERAL_RUNNERS, er, missing_ok=True)
+        return None
+
+    async def _remove_registration(self, er: JSON) -> None:
+        rid = rr.runner_id(er)
+        if not rid:
+            return
+        try:
+            client = await self._client(er)
+            await client.remove_runner(rid)
+        except gh.AgentNotFound:
+            pass
+
+    # -- the pod -------------------------------------------------------------------------
+
+    def _backoff(self, failures: int) -> float:
+        ladder = self.options.runner_failure_backoff
+        return float(ladder[min(failures, len(ladder) - 1)]) if ladder else 0.0
+
+    async def _create_pod(self, er: JSON, secret: JSON) -> Result | None:
+        # NB: uncached: the failure that deleted the previous pod was written moments ago,
+        # and its pod-deleted event often arrives before the cache has the new failures; a
+        # stale read would skip the backoff (behaviours B2).
+        try:
+            er = await self.kube.get(
+                EPHEMERAL_RUNNERS, rr.meta(er)["name"], namespace=rr.meta(er)["namespace"]
+            )
+        except kerr.NotFound:
+            return None
+        if rr.is_deleting(er) or rr.runner_is_done(er):
+            return Result(requeue=True)
+        failures = rr.status_of(er).get("failures") or {}
+        if failures:
+            times = [t for t in (parse_time(v) for v in failures.values()) if t is not None]
+            if times:
+                wait = self._backoff(len(failures)) - (now() - max(times)).total_seconds()
+                if wait > 0:
+                    return Result(requeue_after=wait)
+        pod = rr.new_runner_pod(er, secret, self.options.user_agent)
+        try:
+            await self.kube.create(PODS, pod)
+        except kerr.AlreadyExists:
+            return Result(requeue_after=ALREADY_EXISTS_REQUEUE)
+        except kerr.Invalid as err:
+            await self._mark_failed(
+                er, c.REASON_INVALID_POD, f"Failed to create the pod: {err.message}"
+            )
+            return None
+        except kerr.Forbidden as err:
+            if "exceeded quota:" in err.message:
+                created = parse_time(rr.meta(er).get("creationTimestamp"))
+                age = (now() - created).total_seconds() if created else 0.0
+                if age > QUOTA_REPLACE_AFTER:
+                    await emit(
+                        self.recorder,
+                        er,
+                        WARNING,
+                        "QuotaExceeded",
+                        f"{err.message}; replacing the runner",
+                    )
+                    await self.kube.delete(EPHEMERAL_RUNNERS, er, missing_ok=True)
+                    return None
+                await emit(self.recorder, er, WARNING, "QuotaExceeded", err.message)
+                return Result(requeue_after=QUOTA_REQUEUE)
+            await self._mark_failed(
+                er, c.REASON_INVALID_POD, f"Failed to create the pod: {err.message}"
+            )
+            return None
+        await emit(
+            self.recorder, er, NORMAL, "PodCreated", f"created runner pod {pod['metadata']['name']}"
+        )
+        return None
+
+    async def _follow_pod(self, er: JSON, pod: JSON) -> Result | None:
+        if rr.is_deleting(pod):
+            return None  # its delete event wakes us
+        verdict = judge_pod(pod)
+        if verdict.kind == "success":
+            return await self._succeeded(er)
+        if verdict.kind == "outdated":
+            await self.kube.patch_status(
+                EPHEMERAL_RUNNERS,
+                er,
+                {
+                    "status": {
+                        "phase": c.PHASE_OUTDATED,
+                        "reason": "Outdated",
+                        "message": "Runner is deprecated",
+                        "ready": False,
+                    }
+                },
+            )
+            await emit(
+                self.recorder,
+                er,
+                WARNING,
+                "RunnerOutdated",
+                "the runner version is deprecated (exit code 7)",
+            )
+            await self._remove_registration(er)
+            await self._cleanup_resources(er)
+            return None
+        if verdict.kind == "failed":
+            return await self._pod_failed(er, pod, verdict)
+        if verdict.kind == "wait":
+            return None
+        status = rr.status_of(er)
+        phase = str((pod.get("status") or {}).get("phase") or "")
+        ready = pod_ready(pod)
+        if status.get("phase") != phase or bool(status.get("ready")) != ready:
+            await self.kube.patch_status(
+                EPHEMERAL_RUNNERS,
+                er,
+                {
+                    "status": {
+                        "phase": phase,
+                        "ready": ready,
+                        "reason": verdict.reason or None,
+                        "message": verdict.message or None,
+                    }
+                },
+            )
+        return None
+
+    async def _succeeded(self, er: JSON) -> Result | None:
+        """Exit 0: the runner finished its job and de-registered itself (B5: no RemoveRunner).
+
+        The registration finalizer goes first, so that whoever deletes the object next does
+        not call RemoveRunner for a registration that no longer exists.
+        """
+        if rr.has_finalizer(er, c.FINALIZER_EPHEMERAL_RUNNER_REGISTRATION):
+            er = await self._drop_finalizer(er, c.FINALIZER_EPHEMERAL_RUNNER_REGISTRATION)
+        await self.kube.patch_status(
+            EPHEMERAL_RUNNERS,
+            er,
+            {
+                "status": {
+                    "phase": c.PHASE_SUCCEEDED,
+                    "ready": False,
+                    "reason": None,
+                    "message": None,
+                }
+            },
+        )
+        await emit(self.recorder, er, NORMAL, "RunnerSucceeded", "the runner completed")
+        await self._cleanup_resources(er)
+        return None
+
+    async def _pod_failed(self, er: JSON, pod: JSON, verdict: PodVerdict) -> Result | None:
+        """Behaviours B2: fail fast, never count a dead pod as a viable runner."""
+        pod_name = rr.meta(pod).get("name")
+        if rr.runner_has_job(er):
+            # The job it took is lost with the pod; the runner will not come back. Delete
+            # the object at once (the registration cannot be removed while GitHub still
+            # thinks the job runs, so do not wait for that) and let the set replace it.
+            try:
+                await self._remove_registration(er)
+            except gh.GitHubError as err:
+                log.info("best-effort RemoveRunner of a failed busy runner: %s", err)
+            except ConfigurationError:
+                pass
+            await emit(
+                self.recorder,
+                er,
+                WARNING,
+                "RunnerFailed",
+                f"pod {pod_name} failed while running job {rr.status_of(er).get('jobId')}: "
+                f"{verdict.message}; deleting the runner so the set replaces it",
+            )
+            er = await self._drop_finalizer(er, c.FINALIZER_EPHEMERAL_RUNNER_REGISTRATION)
+            await self.kube.delete(EPHEMERAL_RUNNERS, er, missing_ok=True)
+            return None
+
+        failures = dict(rr.status_of(er).get("failures") or {})
+        uid = str(rr.meta(pod).get("uid") or pod_name)
+        new = uid not in failures
+        if new:
+            failures[uid] = rfc3339(now())
+            er = await self.kube.patch_status(
+                EPHEMERAL_RUNNERS,
+                er,
+                {
+                    "status": {
+                        "failures": failures,
+                        "ready": False,
+                        "reason": verdict.reason,
+                        "message": verdict.message,
+                    }
+                },
+                optimistic_lock=True,
+            )
+        if len(failures) > self.options.runner_max_failures:
+            await self._mark_failed(
+                er,
+                c.REASON_TOO_MANY_POD_FAILURES,
+                f"the runner pod failed {len(failures)} times; last: {verdict.message}",
+            )
+            return None
+        await self.kube.delete(PODS, pod, uid=rr.meta(pod).get("uid"), missing_ok=True)
+        wait = self._backoff(len(failures))
+        if new:
+            await emit(
+                self.recorder,
+                er,
+                WARNING,
+                "PodFailed",
+                f"pod {pod_name} failed ({verdict.message}); failure {len(failures)} of "
+                f"{self.options.runner_max_failures}, re-creating it in {wait:.0f}s",
+            )
+        return Result(requeue_after=wait) if wait > 0 else Result(requeue=True)
+
+    async def _mark_failed(self, er: JSON, reason: str, message: str) -> None:
+        """Phase Failed for good: the runner will not come back, so its registration goes."""
+        await self.kube.patch_status(
+            EPHEMERAL_RUNNERS,
+            er,
+            {
+                "status": {
+                    "phase": c.PHASE_FAILED,
+                    "reason": reason,
+                    "message": message,
+                    "ready": False,
+                }
+            },
+        )
+        await emit(self.recorder, er, WARNING, reason, message)
+        try:
+            await self._remove_registration(er)
+        except ConfigurationError:
+            pass
+        await self._cleanup_resources(er)
+
+
+def setup(
+    manager: ManagerLike,
+    options: ScaleSetOptions,
+    resolver: ClientResolver,
+    metrics: ControllerMetrics | None,
+    recorder: EventRecorder | None,
+    *,
+    kube: KubeClient | None = None,
+) -> Controller:
+    """Register the EphemeralRunner controller: ``For(EphemeralRunner)``, ``Owns(Pod)``.
+
+    ``kube`` defaults to ``manager.client``. ``metrics`` is unused (the runner gauges are
+    set per set by the EphemeralRunnerSet reconciler) and accepted for a uniform shape.
+    """
+    del metrics
+    client: KubeClient = kube if kube is not None else manager.client  # type: ignore[attr-defined]
+    reconciler = EphemeralRunnerReconciler(client, manager.cache, options, resolver, recorder)
+    return (
+        Builder(manager)
+        .named("ephemeralrunner")
+        .for_(EPHEMERAL_RUNNERS, ResourceVersionChangedPredicate())
+        .owns(PODS, ResourceVersionChangedPredicate())
+        .with_options(max_concurrent_reconciles=options.runner_max_concurrent_reconciles)
+        .complete(reconciler)
+    )

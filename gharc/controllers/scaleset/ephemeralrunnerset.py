@@ -1,0 +1,555 @@
+"""EphemeralRunnerSetReconciler: keeps ``spec.replicas`` EphemeralRunners, safely.
+
+The listener patches ``spec.replicas`` + ``spec.patchID``; this reconciler turns that into
+EphemeralRunners. One step per reconcile, in this order (spec §9 with behaviours B2-B5):
+
+1. Deletion: finished/failed runners deleted, idle ones unregistered then deleted, busy
+   ones waited for; then the proxy Secret; then the finalizer.
+2. Revision (B4): when ``spec.actionableRevision`` > ``status.appliedActionableRevision``,
+   idle and pending runners built from an older, semantically different template are
+   rebuilt (busy ones kept), then the applied revision advances (``>=`` guard, optimistic
+   lock) and the finished-cleanup marker is cleared.
+3. Outdated phase: only cleanup, no scaling.
+4. Finished-runner cleanup (B3): record ``status.finishedRunnerCleanupPatchID`` for the
+   current patch (optimistic lock), delete the finished runners, return. The gap the
+   cleanup opens is not demand: while ``spec.patchID`` equals that marker (and is > 0),
+   read uncached, nothing is created.
+5. Scaling: up to ``replicas`` counting pending + running + deleting runners (B3) and not
+   Failed ones (B2); down only on patch ID 0, only idle or pending runners, registration
+   removed first (B5: ``JobStillRunning`` means busy, skip it).
+6. Status counts, patched only when they change (the listener patches this object too).
+
+Runners we created or deleted but the cache has not shown yet are remembered for a short
+while ("expectations", as Kubernetes' ReplicaSet controller does), so a reconcile served
+from a lagging cache does not create the same runners twice.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from gharc.api.scaleset import constants as c
+from gharc.controllers.scaleset import runnerresources as rr
+from gharc.controllers.scaleset.credentials import ClientResolver, ConfigurationError, GitHubTarget
+from gharc.controllers.scaleset.ephemeralrunner import ManagerLike, parse_time
+from gharc.controllers.scaleset.events import NORMAL, WARNING, EventRecorder, emit
+from gharc.controllers.scaleset.metrics import ControllerMetrics
+from gharc.controllers.scaleset.options import ScaleSetOptions
+from gharc.github import errors as gh
+from gharc.github.actions import ActionsClient
+from gharc.kube import errors as kerr
+from gharc.kube.builder import Builder
+from gharc.kube.cache import Cache
+from gharc.kube.client import KubeClient
+from gharc.kube.controller import Controller
+from gharc.kube.predicate import ResourceVersionChangedPredicate
+from gharc.kube.reconcile import Request, Result
+from gharc.kube.resources import EPHEMERAL_RUNNER_SETS, EPHEMERAL_RUNNERS, SECRETS
+from gharc.kube.store import BY_CONTROLLER_UID, index_by_controller_uid
+
+log = logging.getLogger(__name__)
+
+JSON = dict[str, Any]
+
+#: How long a create/delete we made is assumed to be on its way to the cache.
+EXPECTATION_TTL = 30.0
+#: A runner that has not registered within this long may be scaled down anyway (B5).
+REGISTRATION_TIMEOUT = 600.0
+#: While busy runners hold up a deletion or an Outdated cleanup, look again this often.
+BUSY_REQUEUE = 30.0
+
+
+# --- buckets -----------------------------------------------------------------------------
+
+
+@dataclass
+class Expectations:
+    """Names of runners created / deleted by us and not yet seen so by the cache."""
+
+    created: dict[str, float] = field(default_factory=dict)
+    deleted: dict[str, float] = field(default_factory=dict)
+
+    def expire(self, now: float) -> None:
+        for table in (self.created, self.deleted):
+            for name in [n for n, deadline in table.items() if deadline < now]:
+                del table[name]
+
+
+@dataclass
+class Buckets:
+    pending: list[JSON] = field(default_factory=list)
+    running: list[JSON] = field(default_factory=list)
+    finished: list[JSON] = field(default_factory=list)
+    failed: list[JSON] = field(default_factory=list)
+    outdated: list[JSON] = field(default_factory=list)
+    deleting: list[JSON] = field(default_factory=list)
+    in_flight: int = 0
+    """Created by us, not yet in the cache."""
+
+    @classmethod
+    def of(cls, runners: list[JSON], expect: Expectations) -> Buckets:
+        b = cls()
+        seen = set()
+        for er in sorted(runners, key=rr.creation_key):
+            name = str(rr.meta(er).get("name"))
+            seen.add(name)
+            expect.created.pop(name, None)
+            if rr.is_deleting(er):
+                expect.deleted.pop(name, None)
+                b.deleting.append(er)
+                continue
+            if name in expect.deleted:
+                b.deleting.append(er)
+                continue
+            phase = rr.runner_phase(er)
+            if phase == c.PHASE_RUNNING:
+                b.running.append(er)
+            elif phase == c.PHASE_SUCCEEDED:
+                b.finished.append(er)
+            elif phase == c.PHASE_FAILED:
+                b.failed.append(er)
+            elif phase == c.PHASE_OUTDATED:
+                b.outdated.append(er)
+            else:
+                b.pending.append(er)
+        for name in [n for n in expect.deleted if n not in seen]:
+            del expect.deleted[name]
+        b.in_flight = len(expect.created)
+        return b
+
+    @property
+    def alive(self) -> list[JSON]:
+        return self.pending + self.running
+
+    @property
+    def terminated(self) -> list[JSON]:
+        return self.finished + self.failed + self.outdated
+
+    @property
+    def invalid(self) -> list[JSON]:
+        """Failed because the template is unusable: a replacement would fail the same way."""
+        return [er for er in self.failed if rr.status_of(er).get("reason") == c.REASON_INVALID_POD]
+
+    def scale_up_total(self) -> int:
+        """Runners that count against ``replicas`` when deciding to create more.
+
+        Deleting runners count (they still hold a registration and may still run); Failed
+        ones do not (B2), except those failed for an invalid pod template, which would only
+        be replaced by more of the same (and the set would create runners in a hot loop).
+        """
+        return (
+            len(self.pending)
+            + len(self.running)
+            + len(self.deleting)
+            + len(self.invalid)
+            + self.in_flight
+        )
+
+    def scale_down_total(self) -> int:
+        return len(self.pending) + len(self.running)
+
+
+# --- the reconciler ----------------------------------------------------------------------
+
+
+class EphemeralRunnerSetReconciler:
+    def __init__(
+        self,
+        kube: KubeClient,
+        cache: Cache,
+        options: ScaleSetOptions,
+        resolver: ClientResolver,
+        metrics: ControllerMetrics | None = None,
+        recorder: EventRecorder | None = None,
+    ) -> None:
+        self.kube = kube
+        self.cache = cache
+        self.options = options
+        self.resolver = resolver
+        self.metrics = metrics
+        self.recorder = recorder
+        self._expectations: dict[str, Expectations] = {}
+        self._uids: dict[Request, str] = {}
+
+    async def reconcile(self, request: Request) -> Result | None:
+        try:
+            ers = await self.cache.get(
+                EPHEMERAL_RUNNER_SETS, request.name, namespace=request.namespace, copy=True
+            )
+        except kerr.NotFound:
+            self._expectations.pop(self._uids.pop(request, ""), None)
+            return None
+        uid = str(rr.meta(ers).get("uid"))
+        self._uids[request] = uid
+        expect = self._expectations.setdefault(uid, Expectations())
+        expect.expire(time.monotonic())
+        runners = await self.cache.list(
+            EPHEMERAL_RUNNERS, namespace=request.namespace, index=(BY_CONTROLLER_UID, uid)
+        )
+        b = Buckets.of(runners, expect)
+
+        if rr.is_deleting(ers):
+            result = await self._finalize(ers, b)
+            if result is None:
+                self._expectations.pop(uid, None)
+            return result
+        if not rr.has_finalizer(ers, c.FINALIZER_EPHEMERAL_RUNNER_SET):
+            finalizers = [*(rr.meta(ers).get("finalizers") or ()), c.FINALIZER_EPHEMERAL_RUNNER_SET]
+            await self.kube.merge_patch(
+                EPHEMERAL_RUNNER_SETS,
+                ers,
+                {"metadata": {"finalizers": finalizers}},
+                optimistic_lock=True,
+            )
+            return None
+
+        self._publish_metrics(ers, b)
+        spec, status = rr.spec_of(ers), rr.status_of(ers)
+        if rr.int_or(spec.get("actionableRevision")) > rr.int_or(
+            status.get("appliedActionableRevision")
+        ):
+            return await self._apply_revision(ers, b)
+        if b.outdated or status.get("phase") == c.PHASE_OUTDATED:
+            await self._update_status(ers, b)
+            done = await self._cleanup_runners(ers, b)
+            return None if done else Result(requeue_after=BUSY_REQUEUE)
+
+        result = await self._ensure_proxy_secret(ers)
+        if result is not None:
+            return result
+        if b.finished:
+            return await self._clean_finished(ers, b)
+        result = await self._scale(ers, b)
+        await self._update_status(ers, b)
+        return result
+
+    # -- deletion ------------------------------------------------------------------------
+
+    async def _finalize(self, ers: JSON, b: Buckets) -> Result | None:
+        if not rr.has_finalizer(ers, c.FINALIZER_EPHEMERAL_RUNNER_SET):
+            return None
+        if not await self._cleanup_runners(ers, b):
+            return Result(requeue_after=BUSY_REQUEUE)
+        if rr.spec_of(ers).get("ephemeralRunnerSpec", {}).get("proxy"):
+            await self.kube.delete(
+                SECRETS,
+                rr.proxy_secret_name(ers),
+                namespace=rr.meta(ers)["namespace"],
+                missing_ok=True,
+            )
+        finalizers = [
+            f for f in rr.meta(ers).get("finalizers") or () if f != c.FINALIZER_EPHEMERAL_RUNNER_SET
+        ]
+        try:
+            await self.kube.merge_patch(
+                EPHEMERAL_RUNNER_SETS,
+                ers,
+                {"metadata": {"finalizers": finalizers}},
+                optimistic_lock=True,
+            )
+        except kerr.NotFound:
+            pass
+        await emit(self.recorder, ers, NORMAL, "Deleted", "all runners are gone; finalizer removed")
+        return None
+
+    async def _cleanup_runners(self, ers: JSON, b: Buckets) -> bool:
+        """Terminated runners deleted, idle ones retired, busy ones left alone.
+
+        True when no runner is left at all (deleting ones included).
+        """
+        for er in b.terminated:
+            await self._delete_runner(ers, er)
+        client: ActionsClient | None = None
+        for er in b.alive:
+            if rr.runner_has_job(er):
+                continue
+            try:
+                client = client or await self._client(ers)
+            except ConfigurationError as err:
+                # NB: no credentials, no RemoveRunner: delete; the ER's finalizer reports it.
+                await emit(self.recorder, ers, WARNING, err.reason, err.message)
+                await self._delete_runner(ers, er)
+                continue
+            await self._retire(ers, er, client)
+        return not (b.alive or b.terminated or b.deleting or b.in_flight)
+
+    # -- B4: actionable revision -----------------------------------------------------------
+
+    async def _apply_revision(self, ers: JSON, b: Buckets) -> Result | None:
+        target = rr.int_or(rr.spec_of(ers).get("actionableRevision"))
+        desired = rr.desired_runner_spec(ers)
+        stale = [
+            er
+            for er in b.alive + b.terminated
+            if rr.runner_revision(er) < target
+            and not rr.semantically_equal(rr.spec_of(er), desired)
+        ]
+        client: ActionsClient | None = None
+        rebuilt = kept = 0
+        for er in stale:
+            if rr.runner_is_done(er):
+                await self._delete_runner(ers, er)
+            elif rr.runner_has_job(er):
+                kept += 1
+            else:
+                client = client or await self._client(ers)
+                if await self._retire(ers, er, client):
+                    rebuilt += 1
+                else:
+                    kept += 1
+        # NB: uncached read + optimistic lock: the applied revision only moves forward, and
+        # only from the state we just acted on; a concurrent write makes us redo the step.
+        fresh = await self.kube.get(
+            EPHEMERAL_RUNNER_SETS, rr.meta(ers)["name"], namespace=rr.meta(ers)["namespace"]
+        )
+        if rr.int_or(rr.status_of(fresh).get("appliedActionableRevision")) >= target:
+            return None
+        await self.kube.patch_status(
+            EPHEMERAL_RUNNER_SETS,
+            fresh,
+            {"status": {"appliedActionableRevision": target, "finishedRunnerCleanupPatchID": None}},
+            optimistic_lock=True,
+        )
+        await emit(
+            self.recorder,
+            ers,
+            NORMAL,
+            "RevisionApplied",
+            f"revision {target}: {rebuilt} idle runner(s) replaced, {kept} busy runner(s) kept",
+        )
+        return None
+
+    # -- B3: finished runners --------------------------------------------------------------
+
+    async def _clean_finished(self, ers: JSON, b: Buckets) -> Result | None:
+        """Record the marker for the patch the cleanup is done for, then delete.
+
+        Marker first: if we crash in between, the next reconcile sees the finished runners
+        again and redoes both; the other order could leave the gap without its marker.
+        The optimistic lock ties the marker to the ``spec.patchID`` we read.
+        """
+        patch_id = rr.int_or(rr.spec_of(ers).get("patchID"))
+        if rr.status_of(ers).get("finishedRunnerCleanupPatchID") != patch_id:
+            await self.kube.patch_status(
+                EPHEMERAL_RUNNER_SETS,
+                ers,
+                {"status": {"finishedRunnerCleanupPatchID": patch_id}},
+                optimistic_lock=True,
+            )
+        for er in b.finished:
+            await self._delete_runner(ers, er)
+        log.info("deleted %d finished runner(s) for patch %d", len(b.finished), patch_id)
+        return None
+
+    # -- scaling -------------------------------------------------------------------------
+
+    async def _scale(self, ers: JSON, b: Buckets) -> Result | None:
+        spec = rr.spec_of(ers)
+        replicas = rr.int_or(spec.get("replicas"))
+        patch_id = rr.int_or(spec.get("patchID"))
+        total = b.scale_up_total()
+        if total < replicas:
+            fresh = await self.kube.get(
+                EPHEMERAL_RUNNER_SETS, rr.meta(ers)["name"], namespace=rr.meta(ers)["namespace"]
+            )
+            fspec = rr.spec_of(fresh)
+            if (
+                rr.int_or(fspec.get("patchID")) != patch_id
+                or rr.int_or(fspec.get("replicas")) != replicas
+            ):
+                return None  # the cache is behind; the newer spec's event is on its way
+            marker = rr.status_of(fresh).get("finishedRunnerCleanupPatchID")
+            if patch_id > 0 and marker is not None and rr.int_or(marker) == patch_id:
+                log.info(
+                    "scale up to %d suppressed: patch %d is the one finished runners were "
+                    "cleaned up for",
+                    replicas,
+                    patch_id,
+                )
+                return None
+            await self._create_runners(ers, replicas - total)
+        elif patch_id == 0 and b.scale_down_total() > replicas:
+            await self._scale_down(ers, b, b.scale_down_total() - replicas)
+        return None
+
+    async def _create_runners(self, ers: JSON, count: int) -> None:
+        expect = self._expectations.setdefault(str(rr.meta(ers)["uid"]), Expectations())
+        errors: list[Exception] = []
+        for _ in range(count):
+            try:
+                created = await self.kube.create(EPHEMERAL_RUNNERS, rr.new_ephemeral_runner(ers))
+            except kerr.ApiError as err:
+                errors.append(err)
+                continue
+            expect.created[str(rr.meta(created)["name"])] = time.monotonic() + EXPECTATION_TTL
+        log.info("created %d EphemeralRunner(s)", count - len(errors))
+        if errors:
+            raise errors[0]
+
+    async def _scale_down(self, ers: JSON, b: Buckets, count: int) -> None:
+        """Retire up to ``count`` idle runners: pending first, oldest first (B5)."""
+        client: ActionsClient | None = None
+        retired = 0
+        now = time.time()
+        for er in b.pending + b.running:
+            if retired >= count:
+                break
+            if rr.runner_has_job(er):
+                continue
+            if rr.runner_id(er) == 0 and _age(er, now) < REGISTRATION_TIMEOUT:
+                continue  # not registered yet: wait, or a job could land on a dying runner
+            client = client or await self._client(ers)
+            if await self._retire(ers, er, client):
+                retired += 1
+        if retired:
+            log.info("scaled down %d idle runner(s)", retired)
+
+    # -- runner removal ------------------------------------------------------------------
+
+    async def _client(self, ers: JSON) -> ActionsClient:
+        ns = str(rr.meta(ers)["namespace"])
+        target = GitHubTarget.from_spec(ns, rr.spec_of(ers).get("ephemeralRunnerSpec") or {})
+        return await self.resolver.client_for(target)
+
+    async def _retire(self, ers: JSON, er: JSON, client: ActionsClient) -> bool:
+        """Unregister an idle runner, then delete it; False when GitHub says it is busy.
+
+        Once the registration is gone the ER's registration finalizer is dropped here, so
+        its own finalizer does not call GitHub a second time for the same runner.
+        """
+        rid = rr.runner_id(er)
+        if rid:
+            try:
+                await client.remove_runner(rid)
+            except gh.JobStillRunning:
+                return False
+            except gh.AgentNotFound:
+                pass
+            finalizers = [
+                f
+                for f in rr.meta(er).get("finalizers") or ()
+                if f != c.FINALIZER_EPHEMERAL_RUNNER_REGISTRATION
+            ]
+            try:
+                er = await self.kube.merge_patch(
+                    EPHEMERAL_RUNNERS,
+                    er,
+                    {"metadata": {"finalizers": finalizers}},
+                    optimistic_lock=True,
+                )
+            except (kerr.Conflict, kerr.NotFound):
+                pass  # the ER's own finalizer removes the registration (AgentNotFound is fine)
+        await self._delete_runner(ers, er)
+        return True
+
+    async def _delete_runner(self, ers: JSON, er: JSON) -> None:
+        name = str(rr.meta(er)["name"])
+        await self.kube.delete(
+            EPHEMERAL_RUNNERS, name, namespace=rr.meta(er)["namespace"], missing_ok=True
+        )
+        expect = self._expectations.setdefault(str(rr.meta(ers)["uid"]), Expectations())
+        expect.deleted[name] = time.monotonic() + EXPECTATION_TTL
+
+    # -- proxy secret ----------------------------------------------------------------------
+
+    async def _ensure_proxy_secret(self, ers: JSON) -> Result | None:
+        runner_spec = rr.spec_of(ers).get("ephemeralRunnerSpec") or {}
+        proxy = rr.proxy_config(runner_spec)
+        if proxy is None:
+            return None
+        ns = str(rr.meta(ers)["namespace"])
+
+        async def auth(server: Any) -> tuple[str, str] | None:
+            if server is None or not server.credential_secret_ref:
+                return None
+            data = await self.resolver.secret_data(ns, server.credential_secret_ref)
+            return (
+                data.get(c.SECRET_KEY_PROXY_USERNAME, ""),
+                data.get(c.SECRET_KEY_PROXY_PASSWORD, ""),
+            )
+
+        try:
+            data = proxy.to_secret_data(await auth(proxy.http), await auth(proxy.https))
+        except kerr.NotFound as err:
+            await emit(self.recorder, ers, WARNING, "MissingProxySecret", err.message)
+            return Result(requeue_after=BUSY_REQUEUE)
+        desired = rr.new_proxy_secret(ers, data)
+        try:
+            live = await self.kube.get(SECRETS, desired["metadata"]["name"], namespace=ns)
+        except kerr.NotFound:
+            await self.kube.create(SECRETS, desired)
+            return None
+        if live.get("data") != desired["data"]:
+            await self.kube.merge_patch(
+                SECRETS, live, {"data": desired["data"]}, optimistic_lock=True
+            )
+        return None
+
+    # -- status and metrics ----------------------------------------------------------------
+
+    async def _update_status(self, ers: JSON, b: Buckets) -> None:
+        status = rr.status_of(ers)
+        phase = c.PHASE_OUTDATED if b.outdated else (status.get("phase") or c.PHASE_RUNNING)
+        desired = {
+            "currentReplicas": len(b.pending) + len(b.running),
+            "pendingEphemeralRunners": len(b.pending),
+            "runningEphemeralRunners": len(b.running),
+            "failedEphemeralRunners": len(b.failed),
+            "finishedEphemeralRunners": len(b.finished),
+            "deletingEphemeralRunners": len(b.deleting),
+            "phase": phase,
+        }
+        if all(status.get(k) == v for k, v in desired.items()):
+            return
+        try:
+            await self.kube.patch_status(EPHEMERAL_RUNNER_SETS, ers, {"status": desired})
+        except kerr.NotFound:
+            pass
+
+    def _publish_metrics(self, ers: JSON, b: Buckets) -> None:
+        if self.metrics is None:
+            return
+        m = rr.meta(ers)
+        labels = m.get("labels") or {}
+        values = self.metrics.labels_for(
+            str(labels.get(c.LABEL_SCALE_SET_NAME, m.get("name"))),
+            str(labels.get(c.LABEL_SCALE_SET_NAMESPACE, m.get("namespace"))),
+            str((rr.spec_of(ers).get("ephemeralRunnerSpec") or {}).get("githubConfigUrl") or ""),
+        )
+        self.metrics.pending_ephemeral_runners.labels(**values).set(len(b.pending))
+        self.metrics.running_ephemeral_runners.labels(**values).set(len(b.running))
+        self.metrics.failed_ephemeral_runners.labels(**values).set(len(b.failed))
+
+
+def _age(obj: Mapping[str, Any], now: float) -> float:
+    created = parse_time(rr.meta(obj).get("creationTimestamp"))
+    return now - created.timestamp() if created else 0.0
+
+
+def setup(
+    manager: ManagerLike,
+    options: ScaleSetOptions,
+    resolver: ClientResolver,
+    metrics: ControllerMetrics | None,
+    recorder: EventRecorder | None,
+    *,
+    kube: KubeClient | None = None,
+) -> Controller:
+    """Register the EphemeralRunnerSet controller: ``For(ERS)``, ``Owns(EphemeralRunner)``,
+    with the controller-uid index the reconciler lists its runners by."""
+    client: KubeClient = kube if kube is not None else manager.client  # type: ignore[attr-defined]
+    manager.cache.add_indexer(EPHEMERAL_RUNNERS, BY_CONTROLLER_UID, index_by_controller_uid)
+    reconciler = EphemeralRunnerSetReconciler(
+        client, manager.cache, options, resolver, metrics, recorder
+    )
+    return (
+        Builder(manager)
+        .named("ephemeralrunnerset")
+        .for_(EPHEMERAL_RUNNER_SETS, ResourceVersionChangedPredicate())
+        .owns(EPHEMERAL_RUNNERS, ResourceVersionChangedPredicate())
+        .complete(reconciler)
+    )

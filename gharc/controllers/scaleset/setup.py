@@ -1,0 +1,136 @@
+"""Wire the four scale set controllers into a manager (ARC ``main.go`` §13.3).
+
+Order as in ARC: AutoscalingRunnerSet, EphemeralRunner, EphemeralRunnerSet,
+AutoscalingListener. All share the manager's cache (one informer per kind), the client,
+one ClientResolver (so one GitHub client per scope and credential) and one recorder.
+
+Watches:
+
+- AutoscalingRunnerSet: ``For(ARS)``, ``Owns(EphemeralRunnerSet)``, ``Watches(AutoscalingListener)``
+  mapped to ``spec.autoscalingRunnerSetNamespace/Name`` (listeners live in another
+  namespace, so owner references cannot link them).
+- AutoscalingListener: ``For(listener)``, ``Owns(Pod)``, ``Owns(ServiceAccount)``,
+  ``Watches(Role)`` and ``Watches(RoleBinding)`` mapped by the
+  ``auto-scaling-listener-namespace``/``-name`` labels; the Role/RoleBinding informers
+  select only objects carrying that label, so the controller does not cache every Role in
+  the cluster.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from gharc.api.scaleset import constants as c
+from gharc.controllers.scaleset import ephemeralrunner, ephemeralrunnerset
+from gharc.controllers.scaleset.autoscalinglistener import AutoscalingListenerReconciler
+from gharc.controllers.scaleset.autoscalingrunnerset import AutoscalingRunnerSetReconciler
+from gharc.controllers.scaleset.credentials import ClientResolver
+from gharc.controllers.scaleset.ephemeralrunner import ManagerLike
+from gharc.controllers.scaleset.events import EventRecorder
+from gharc.controllers.scaleset.metrics import ControllerMetrics
+from gharc.controllers.scaleset.options import ScaleSetOptions
+from gharc.kube.builder import Builder
+from gharc.kube.client import KubeClient
+from gharc.kube.controller import Controller
+from gharc.kube.predicate import ResourceVersionChangedPredicate
+from gharc.kube.reconcile import Request
+from gharc.kube.resources import (
+    AUTOSCALING_LISTENERS,
+    AUTOSCALING_RUNNER_SETS,
+    EPHEMERAL_RUNNER_SETS,
+    PODS,
+    ROLE_BINDINGS,
+    ROLES,
+    SERVICE_ACCOUNTS,
+)
+
+__all__ = [
+    "listener_to_runner_set",
+    "rbac_to_listener",
+    "setup_autoscaling_listener",
+    "setup_autoscaling_runner_set",
+    "setup_scaleset_controllers",
+]
+
+
+def listener_to_runner_set(obj: Mapping[str, Any]) -> Iterable[Request]:
+    """An AutoscalingListener event wakes the ARS it belongs to."""
+    spec = obj.get("spec") or {}
+    ns, name = spec.get("autoscalingRunnerSetNamespace"), spec.get("autoscalingRunnerSetName")
+    return [Request(str(ns), str(name))] if ns and name else []
+
+
+def rbac_to_listener(obj: Mapping[str, Any]) -> Iterable[Request]:
+    """A listener Role/RoleBinding event wakes its listener (both labels must be present)."""
+    labels = (obj.get("metadata") or {}).get("labels") or {}
+    ns, name = labels.get(c.LABEL_LISTENER_NAMESPACE), labels.get(c.LABEL_LISTENER_NAME)
+    return [Request(str(ns), str(name))] if ns and name else []
+
+
+def _client(manager: ManagerLike, kube: KubeClient | None) -> KubeClient:
+    client: KubeClient = kube if kube is not None else manager.client  # type: ignore[attr-defined]
+    return client
+
+
+def setup_autoscaling_runner_set(
+    manager: ManagerLike,
+    options: ScaleSetOptions,
+    resolver: ClientResolver,
+    recorder: EventRecorder | None,
+    *,
+    kube: KubeClient | None = None,
+) -> Controller:
+    reconciler = AutoscalingRunnerSetReconciler(
+        _client(manager, kube), manager.cache, resolver, options, recorder
+    )
+    return (
+        Builder(manager)
+        .named("autoscalingrunnerset")
+        .for_(AUTOSCALING_RUNNER_SETS, ResourceVersionChangedPredicate())
+        .owns(EPHEMERAL_RUNNER_SETS, ResourceVersionChangedPredicate())
+        .watches(AUTOSCALING_LISTENERS, listener_to_runner_set, ResourceVersionChangedPredicate())
+        .complete(reconciler)
+    )
+
+
+def setup_autoscaling_listener(
+    manager: ManagerLike,
+    options: ScaleSetOptions,
+    resolver: ClientResolver,
+    metrics: ControllerMetrics,
+    recorder: EventRecorder | None,
+    *,
+    kube: KubeClient | None = None,
+) -> Controller:
+    reconciler = AutoscalingListenerReconciler(
+        _client(manager, kube), manager.cache, resolver, options, metrics, recorder
+    )
+    return (
+        Builder(manager)
+        .named("autoscalinglistener")
+        .for_(AUTOSCALING_LISTENERS, ResourceVersionChangedPredicate())
+        .owns(PODS, ResourceVersionChangedPredicate())
+        .owns(SERVICE_ACCOUNTS, ResourceVersionChangedPredicate())
+        .watches(ROLES, rbac_to_listener, label_selector=c.LABEL_LISTENER_NAME)
+        .watches(ROLE_BINDINGS, rbac_to_listener, label_selector=c.LABEL_LISTENER_NAME)
+        .complete(reconciler)
+    )
+
+
+def setup_scaleset_controllers(
+    manager: ManagerLike,
+    options: ScaleSetOptions,
+    resolver: ClientResolver,
+    metrics: ControllerMetrics,
+    recorder: EventRecorder | None,
+    *,
+    kube: KubeClient | None = None,
+) -> list[Controller]:
+    """Register all four scale set controllers on ``manager``; returns them in ARC's order."""
+    return [
+        setup_autoscaling_runner_set(manager, options, resolver, recorder, kube=kube),
+        ephemeralrunner.setup(manager, options, resolver, metrics, recorder, kube=kube),
+        ephemeralrunnerset.setup(manager, options, resolver, metrics, recorder, kube=kube),
+        setup_autoscaling_listener(manager, options, resolver, metrics, recorder, kube=kube),
+    ]

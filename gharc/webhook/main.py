@@ -1,0 +1,213 @@
+"""``gharc webhook-server``: ARC's ``github-webhook-server`` (legacy.md 5.1).
+
+Flags keep ARC's names and defaults so the chart's arguments work unchanged; a few short
+aliases (``--webhook-secret``, ``--addr``, ``--port``) are added. The secret comes from
+``--github-webhook-secret-token``, else the env ``GITHUB_WEBHOOK_SECRET_TOKEN``; an empty
+secret disables the signature check (as in ARC) and is logged as a warning at start.
+GitHub credentials (``--github-token`` or the ``--github-app-*`` triple, env ``GITHUB_*``)
+are optional: with them, runner-group visibility is asked from GitHub; without, every
+managed group is assumed visible.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+log = logging.getLogger("gharc.webhook")
+
+_LOG_LEVELS = {"debug": "DEBUG", "info": "INFO", "warn": "WARNING", "error": "ERROR"}
+
+
+class UsageError(ValueError):
+    """The server cannot start with these flags."""
+
+
+@dataclass
+class WebhookArgs:
+    webhook_addr: str = ":8000"
+    metrics_addr: str = ":8080"
+    watch_namespace: str = ""
+    log_level: str = "debug"
+    log_format: str = "text"
+    queue_limit: int = 100
+    secret: str = ""
+    github_token: str = ""
+    github_app_id: str = ""
+    github_app_installation_id: str = ""
+    github_app_private_key: str = ""
+    github_url: str = ""
+    github_enterprise_url: str = ""
+    batch_window: float = 3.0
+    kubeconfig: str | None = None
+
+
+def build_parser(env: Mapping[str, str]) -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="gharc webhook-server",
+        description="Scale legacy RunnerDeployments/RunnerSets on GitHub workflow_job webhooks.",
+    )
+    a = p.add_argument
+    a("--webhook-addr", "--addr", default=":8000", help="host:port to serve webhooks on")
+    a("--port", type=int, default=None, help="shorthand: serve on 0.0.0.0:PORT")
+    a("--metrics-addr", default=":8080", help='Prometheus /metrics host:port ("0" disables)')
+    a("--watch-namespace", default="", help="only HRAs in this namespace (default: all)")
+    a("--log-level", default="debug", help="debug, info, warn or error")
+    a("--log-format", default="text", choices=("text", "json"))
+    a("--queue-limit", type=int, default=100, help="scale operations waiting at most")
+    a(
+        "--github-webhook-secret-token",
+        "--webhook-secret",
+        dest="secret",
+        default="",
+        help="shared secret of the GitHub webhook (default: $GITHUB_WEBHOOK_SECRET_TOKEN)",
+    )
+    a("--github-token", default=env.get("GITHUB_TOKEN", ""))
+    a("--github-app-id", default=env.get("GITHUB_APP_ID", ""))
+    a("--github-app-installation-id", default=env.get("GITHUB_APP_INSTALLATION_ID", ""))
+    a(
+        "--github-app-private-key",
+        default=env.get("GITHUB_APP_PRIVATE_KEY", ""),
+        help="PEM text or the path of a PEM file",
+    )
+    a("--github-url", default=env.get("GITHUB_URL", ""), help="GitHub API URL")
+    a("--github-enterprise-url", default=env.get("GITHUB_ENTERPRISE_URL", ""))
+    a("--batch-window", type=float, default=3.0, help="seconds to batch operations (ARC: 3)")
+    a("--kubeconfig", default=None)
+    return p
+
+
+def parse_args(argv: Sequence[str], environ: Mapping[str, str] | None = None) -> WebhookArgs:
+    env = os.environ if environ is None else environ
+    ns = build_parser(env).parse_args(list(argv))
+    if ns.log_level not in _LOG_LEVELS:
+        raise UsageError(f"--log-level {ns.log_level!r}: use debug, info, warn or error")
+    if ns.queue_limit <= 0:
+        raise UsageError("--queue-limit must be positive")
+    addr = f"0.0.0.0:{ns.port}" if ns.port is not None else ns.webhook_addr
+    return WebhookArgs(
+        webhook_addr=addr,
+        metrics_addr=ns.metrics_addr,
+        watch_namespace=ns.watch_namespace,
+        log_level=ns.log_level,
+        log_format=ns.log_format,
+        queue_limit=ns.queue_limit,
+        secret=ns.secret or env.get("GITHUB_WEBHOOK_SECRET_TOKEN", ""),
+        github_token=ns.github_token,
+        github_app_id=ns.github_app_id,
+        github_app_installation_id=ns.github_app_installation_id,
+        github_app_private_key=ns.github_app_private_key,
+        github_url=ns.github_url,
+        github_enterprise_url=ns.github_enterprise_url,
+        batch_window=ns.batch_window,
+        kubeconfig=ns.kubeconfig,
+    )
+
+
+def server_url(args: WebhookArgs) -> str:
+    """The GitHub web URL config URLs start from (enterprise URL, else from the API URL)."""
+    if args.github_enterprise_url:
+        return args.github_enterprise_url.rstrip("/")
+    url = (args.github_url or "https://api.github.com/").rstrip("/")
+    if url.endswith("//api.github.com"):
+        return url.replace("//api.github.com", "//github.com")
+    return url[: -len("/api/v3")] if url.endswith("/api/v3") else url
+
+
+def credentials(args: WebhookArgs) -> Any:
+    """PAT or App credentials, or None (no visibility check) when none are configured."""
+    from gharc.github.auth import GitHubApp, PersonalAccessToken
+
+    if args.github_token:
+        return PersonalAccessToken(args.github_token)
+    if args.github_app_id and args.github_app_installation_id and args.github_app_private_key:
+        key = args.github_app_private_key
+        path = Path(key)
+        if len(key) < 4096 and "\n" not in key and path.is_file():
+            key = path.read_text(encoding="utf-8")
+        return GitHubApp(args.github_app_id, args.github_app_installation_id, key)
+    return None
+
+
+async def run_webhook_server(
+    args: WebhookArgs,
+    *,
+    on_server: Callable[[Any, Any], None] | None = None,
+    handle_signals: bool = True,
+    registry: Any = None,
+) -> None:
+    """Run until SIGTERM/SIGINT or ``manager.stop()``; ``on_server(manager, server)`` is
+    called before the manager runs (tests read ``server.port`` after ``server.started``)."""
+    from gharc.github.pool import ClientPool
+    from gharc.kube.client import KubeClient
+    from gharc.kube.manager import Manager
+    from gharc.kube.resources import HORIZONTAL_RUNNER_AUTOSCALERS, RUNNER_DEPLOYMENTS, RUNNER_SETS
+    from gharc.webhook.app import WebhookServer, github_visibility
+    from gharc.webhook.server import WebhookMetrics
+
+    if not args.secret:
+        log.warning("no webhook secret configured: deliveries are NOT authenticated")
+    kube = await KubeClient.from_config(kubeconfig=args.kubeconfig, field_manager="gharc-webhook")
+    pool = ClientPool()
+    try:
+        manager_kw: dict[str, Any] = {}
+        if registry is not None:
+            manager_kw["registry"] = registry
+        manager = Manager(
+            kube,
+            namespace=args.watch_namespace or None,
+            metrics_address=None if args.metrics_addr in ("", "0") else args.metrics_addr,
+            handle_signals=handle_signals,
+            **manager_kw,
+        )
+        for resource in (HORIZONTAL_RUNNER_AUTOSCALERS, RUNNER_DEPLOYMENTS, RUNNER_SETS):
+            manager.cache.informer(resource)
+        creds = credentials(args)
+        server = WebhookServer(
+            kube,
+            manager.cache,
+            address=args.webhook_addr,
+            secret=args.secret,
+            namespace=args.watch_namespace or None,
+            queue_limit=args.queue_limit,
+            batch_window=args.batch_window,
+            visible_groups=github_visibility(pool, server_url(args), creds) if creds else None,
+            metrics=WebhookMetrics(manager.registry),
+        )
+        manager.add(server)
+        if on_server is not None:
+            on_server(manager, server)
+        await manager.run()
+    finally:
+        await pool.aclose()
+        await kube.close()
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of ``gharc webhook-server``; returns the exit code."""
+    try:
+        args = parse_args(sys.argv[1:] if argv is None else argv)
+    except UsageError as err:
+        print(f"gharc webhook-server: error: {err}", file=sys.stderr)
+        return 2
+    from gharc.kube.logging import setup_logging
+
+    setup_logging(
+        level=_LOG_LEVELS[args.log_level],
+        format="json" if args.log_format == "json" else "console",
+    )
+    try:
+        asyncio.run(run_webhook_server(args))
+    except KeyboardInterrupt:
+        return 130
+    except Exception as err:
+        log.exception("gharc webhook-server stopped with an error: %s", err)
+        return 1
+    return 0

@@ -1,0 +1,191 @@
+"""Behaviours B2 and B5 at the runner level, and invalid templates (real API server)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+
+import pytest
+from _erworld import World, runner_template, world_fixture
+
+from gharc.api.scaleset import constants as c
+from gharc.kube.errors import NotFound
+from gharc.kube.resources import PODS
+from gharc.testing.wait import eventually
+
+pytestmark = pytest.mark.cluster
+
+
+@pytest.fixture
+async def world(kubeconfig: str, namespace: str) -> AsyncIterator[World]:
+    async for w in world_fixture(kubeconfig, namespace):
+        yield w
+
+
+async def _pod_uid(world: World, name: str) -> str | None:
+    try:
+        pod = await world.kube.get(PODS, name, namespace=world.namespace)
+    except NotFound:
+        return None
+    return None if pod["metadata"].get("deletionTimestamp") else pod["metadata"]["uid"]
+
+
+async def test_b2_evicted_pod_is_failed_fast_and_replaced(world: World) -> None:
+    """replicas=1, the pod is evicted: failure recorded, new pod, the runner takes a job."""
+    await world.create_ers(replicas=1)
+    [er] = await world.wait_runners(1)
+    name = er["metadata"]["name"]
+    first = await _pod_uid(world, name)
+    await world.run_pod(name)
+    await world.evict_pod(name)
+
+    async def new_pod() -> str | None:
+        uid = await _pod_uid(world, name)
+        return uid if uid and uid != first else None
+
+    await eventually(new_pod, timeout=20, message="a new runner pod")
+    runner = await world.runner(name)
+    assert list(runner["status"]["failures"]) == [first]
+    assert "PodFailed" in world.recorder.reasons(name)
+    # The same runner (same registration) is viable again: it runs and can take a job.
+    await world.run_pod(name)
+    await eventually(
+        lambda: _phase_is(world, name, c.PHASE_RUNNING), message="runner Running again"
+    )
+    job = await world.take_job(await world.runner(name))
+    assert job.runner_id == runner["status"]["runnerId"]
+    assert len(await world.runners()) == 1
+
+
+async def _phase_is(world: World, name: str, phase: str) -> bool:
+    try:
+        return ((await world.runner(name)).get("status") or {}).get("phase") == phase
+    except NotFound:
+        return False
+
+
+async def test_b2_evicted_busy_runner_is_replaced(world: World) -> None:
+    """A runner that took a job and lost its pod is deleted; the set makes a new one."""
+    await world.create_ers(replicas=1, patch_id=1)
+    [er] = await world.wait_runners(1)
+    name = er["metadata"]["name"]
+    await world.run_pod(name)
+    await world.take_job(er)
+    await eventually(
+        lambda: _has_job(world, name), message="listener recorded the job on the runner"
+    )
+    await world.evict_pod(name)
+
+    async def replaced() -> list[str] | None:
+        names = [r["metadata"]["name"] for r in await world.runners(include_deleting=True)]
+        return names if names and name not in names else None
+
+    [new] = await eventually(replaced, timeout=20, message="busy runner replaced")
+    await world.wait_runners(1)
+    assert new != name
+
+
+async def _has_job(world: World, name: str) -> bool:
+    return bool(((await world.runner(name)).get("status") or {}).get("jobId"))
+
+
+async def test_b2_sixth_failure_marks_runner_failed(world: World) -> None:
+    """Five failures re-create the pod (with backoff); the 6th marks the runner Failed,
+    removes its registration, and the set creates a fresh runner (Failed does not count)."""
+    await world.create_ers(replicas=1)
+    [er] = await world.wait_runners(1)
+    name, rid = er["metadata"]["name"], er["status"]["runnerId"]
+    seen: set[str] = set()
+    for i in range(6):
+        uid = await eventually(
+            lambda: _fresh_pod(world, name, seen), timeout=20, message=f"pod #{i + 1}"
+        )
+        seen.add(uid)
+        await world.exit_pod(name, 1)
+    await eventually(lambda: _phase_is(world, name, c.PHASE_FAILED), timeout=20, message="Failed")
+    runner = await world.runner(name)
+    assert runner["status"]["reason"] == c.REASON_TOO_MANY_POD_FAILURES
+    assert len(runner["status"]["failures"]) == 6
+    assert rid not in world.registered()
+
+    # The set replaces it with a viable runner; the Failed one stays for the user to see.
+    async def replacement() -> bool:
+        runners = await world.runners()
+        others = [r for r in runners if r["metadata"]["name"] != name]
+        return len(others) == 1 and bool((others[0].get("status") or {}).get("runnerId"))
+
+    await eventually(replacement, timeout=20, message="replacement runner")
+    assert await _pod_uid(world, name) is None
+
+
+async def _fresh_pod(world: World, name: str, seen: set[str]) -> str | None:
+    uid = await _pod_uid(world, name)
+    return uid if uid and uid not in seen else None
+
+
+async def test_b5_completed_runner_is_not_removed_from_github(world: World) -> None:
+    """Exit 0: Succeeded, pod and secret gone, and no RemoveRunner call at all."""
+    await world.create_ers(replicas=1, patch_id=1)
+    [er] = await world.wait_runners(1)
+    name = er["metadata"]["name"]
+    await world.run_pod(name)
+    job = await world.take_job(er)
+    world.complete_job(job)  # the ephemeral runner de-registers itself
+    before = world.remove_calls()
+    await world.exit_pod(name, 0)
+
+    async def gone() -> bool:
+        names = [r["metadata"]["name"] for r in await world.runners(include_deleting=True)]
+        return name not in names
+
+    await eventually(gone, timeout=20, message="finished runner deleted by the set")
+    assert await _pod_uid(world, name) is None
+    assert world.remove_calls() == before == 0
+
+
+async def test_invalid_pod_template_is_reported_without_a_hot_loop(world: World) -> None:
+    template = runner_template()
+    template["spec"]["restartPolicy"] = "Sometimes"  # the CRD allows it, the pod API does not
+    await world.create_ers(replicas=2, template=template)
+
+    async def failed() -> list[dict] | None:
+        runners = await world.runners()
+        ok = len(runners) == 2 and all(
+            (r.get("status") or {}).get("reason") == c.REASON_INVALID_POD for r in runners
+        )
+        return runners if ok else None
+
+    runners = await eventually(failed, timeout=20, message="runners Failed with InvalidPod")
+    for r in runners:
+        assert r["status"]["phase"] == c.PHASE_FAILED
+        assert r["status"]["message"].startswith("Failed to create the pod: ")
+        assert "restartPolicy" in r["status"]["message"]
+        assert c.REASON_INVALID_POD in world.recorder.reasons(r["metadata"]["name"])
+    creates = world.kube.request_counts.copy()
+    await asyncio.sleep(3)
+    # No retry storm: no more pod creates, no replacement runners.
+    delta = {k: v - creates.get(k, 0) for k, v in world.kube.request_counts.items()}
+    assert sum(v for (verb, res, _), v in delta.items() if verb == "create") == 0, delta
+    assert len(await world.runners()) == 2
+
+
+async def test_exit_code_7_marks_runner_and_set_outdated(world: World) -> None:
+    await world.create_ers(replicas=1, patch_id=1)
+    [er] = await world.wait_runners(1)
+    name, rid = er["metadata"]["name"], er["status"]["runnerId"]
+    await world.exit_pod(name, c.RUNNER_EXIT_CODE_VERSION_DEPRECATED)
+
+    async def set_outdated() -> bool:
+        return ((await world.ers()).get("status") or {}).get("phase") == c.PHASE_OUTDATED
+
+    await eventually(set_outdated, timeout=20, message="EphemeralRunnerSet Outdated")
+    assert rid not in world.registered()
+    assert await _pod_uid(world, name) is None
+    # Outdated: no scaling; the deprecated runner is cleaned up, nothing replaces it.
+    await eventually(lambda: _no_runners(world), timeout=20, message="outdated runner removed")
+    await asyncio.sleep(1)
+    assert await world.runners(include_deleting=True) == []
+
+
+async def _no_runners(world: World) -> bool:
+    return await world.runners(include_deleting=True) == []

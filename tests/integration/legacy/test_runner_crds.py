@@ -1,0 +1,131 @@
+"""The legacy CRDs on the real kube-apiserver: ARC manifests apply, mistakes are rejected."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from kubernetes_asyncio import client
+from kubernetes_asyncio.client.exceptions import ApiException
+
+from gharc.api.legacy import constants as c
+
+pytestmark = pytest.mark.cluster
+
+
+def _rd(name: str, spec: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "apiVersion": c.API_VERSION,
+        "kind": c.KIND_RUNNER_DEPLOYMENT,
+        "metadata": {"name": name},
+        "spec": {"replicas": 2, "template": {"spec": spec}},
+    }
+
+
+async def test_an_arc_runner_deployment_manifest_applies_unchanged(
+    api_client: Any, namespace: str
+) -> None:
+    api = client.CustomObjectsApi(api_client)
+    body = _rd(
+        "example",
+        {
+            "organization": "my-org",
+            "labels": ["gpu"],
+            "group": "g",
+            "dockerdWithinRunnerContainer": True,
+            "image": "summerwind/actions-runner-dind",
+            "env": [{"name": "FOO", "value": "bar"}],
+            "resources": {"limits": {"cpu": "2", "memory": "4Gi"}},
+            "dockerVarRunVolumeSizeLimit": "1M",
+            "volumes": [{"name": "cache", "emptyDir": {}}],
+            "volumeMounts": [{"name": "cache", "mountPath": "/cache"}],
+        },
+    )
+    body["spec"]["template"]["metadata"] = {"labels": {"team": "a"}}
+    out = await api.create_namespaced_custom_object(
+        c.GROUP, c.VERSION, namespace, c.PLURAL_RUNNER_DEPLOYMENTS, body
+    )
+    assert out["spec"]["template"]["spec"]["resources"]["limits"]["memory"] == "4Gi"
+    status = {"status": {"replicas": 2, "availableReplicas": 1}}
+    patched = await api.patch_namespaced_custom_object_status(
+        c.GROUP,
+        c.VERSION,
+        namespace,
+        c.PLURAL_RUNNER_DEPLOYMENTS,
+        "example",
+        status,
+        _content_type="application/merge-patch+json",  # type: ignore[call-arg]
+    )
+    assert patched["status"]["availableReplicas"] == 1
+
+
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        ({"labels": ["x"]}, "spec needs enterprise, organization or repository"),
+        (
+            {"organization": "o", "repository": "o/r"},
+            "spec cannot have many fields defined enterprise, organization and repository",
+        ),
+        ({"repository": "no-slash"}, "should match"),
+        ({"organization": "o", "containerMode": "kubernetes"}, "workVolumeClaimTemplate"),
+    ],
+)
+async def test_a_runner_spec_without_exactly_one_scope_is_rejected(
+    api_client: Any, namespace: str, spec: dict[str, Any], message: str
+) -> None:
+    api = client.CustomObjectsApi(api_client)
+    runner = {
+        "apiVersion": c.API_VERSION,
+        "kind": c.KIND_RUNNER,
+        "metadata": {"name": "r"},
+        "spec": spec,
+    }
+    for plural, body in ((c.PLURAL_RUNNERS, runner), (c.PLURAL_RUNNER_DEPLOYMENTS, _rd("d", spec))):
+        with pytest.raises(ApiException) as err:
+            await api.create_namespaced_custom_object(c.GROUP, c.VERSION, namespace, plural, body)
+        assert err.value.status == 422
+        assert message in str(err.value.body)
+
+
+async def test_a_runner_set_with_volume_claim_templates_applies(
+    api_client: Any, namespace: str
+) -> None:
+    api = client.CustomObjectsApi(api_client)
+    body: dict[str, Any] = {
+        "apiVersion": c.API_VERSION,
+        "kind": c.KIND_RUNNER_SET,
+        "metadata": {"name": "rs"},
+        "spec": {
+            "repository": "o/r",
+            "ephemeral": False,
+            "replicas": 1,
+            "selector": {"matchLabels": {"app": "rs"}},
+            "serviceName": "rs",
+            "template": {
+                "metadata": {"labels": {"app": "rs"}},
+                "spec": {"containers": [{"name": "runner", "image": "x"}]},
+            },
+            "volumeClaimTemplates": [
+                {
+                    "metadata": {"name": "var-lib-docker"},
+                    "spec": {
+                        "accessModes": ["ReadWriteOnce"],
+                        "resources": {"requests": {"storage": "10Mi"}},
+                        "storageClassName": "var-lib-docker",
+                    },
+                }
+            ],
+        },
+    }
+    out = await api.create_namespaced_custom_object(
+        c.GROUP, c.VERSION, namespace, c.PLURAL_RUNNER_SETS, body
+    )
+    assert out["spec"]["volumeClaimTemplates"][0]["metadata"]["name"] == "var-lib-docker"
+    body["metadata"]["name"] = "rs2"
+    del body["spec"]["selector"]
+    with pytest.raises(ApiException) as err:
+        await api.create_namespaced_custom_object(
+            c.GROUP, c.VERSION, namespace, c.PLURAL_RUNNER_SETS, body
+        )
+    assert err.value.status == 422

@@ -1,0 +1,88 @@
+"""The listener answers the set's finished-runner cleanup marker with a fresh count (B3).
+
+Without the answer the EphemeralRunnerSet waits for the next message to lift its scale-up
+suppression; after a burst of completions that is a whole long poll away, with jobs queued.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import pytest
+from kubernetes_asyncio import client
+from listener_world import ERS_NAME, World, in_process
+
+from gharc.api.scaleset.constants import GROUP, PLURAL_EPHEMERAL_RUNNER_SETS, VERSION
+from gharc.testing.wait import eventually
+
+pytestmark = pytest.mark.cluster
+
+LONG_POLL = 30.0
+
+
+async def _mark_cleanup(world: World, patch_id: int) -> None:
+    await client.CustomObjectsApi(world.api).patch_namespaced_custom_object_status(
+        GROUP,
+        VERSION,
+        world.namespace,
+        PLURAL_EPHEMERAL_RUNNER_SETS,
+        ERS_NAME,
+        {"status": {"finishedRunnerCleanupPatchID": patch_id}},
+        _content_type="application/merge-patch+json",
+    )
+
+
+async def _spec(world: World) -> tuple[int, int]:
+    return await world.spec()
+
+
+async def test_cleanup_marker_for_the_latest_patch_gets_a_fresh_patch_at_once(
+    world: World,
+) -> None:
+    world.gh.state.poll_timeout = LONG_POLL
+    async with in_process(world, min_runners=0, max_runners=10) as listener:
+        world.enqueue(3)
+        replicas, patch_id = await eventually(
+            lambda: _nonzero_spec(world), timeout=10, message="scale up"
+        )
+        assert replicas == 3 and patch_id > 0
+        before = world.gh.calls("*/runnerscalesets/{scale_set_id}", method="GET")
+        started = time.monotonic()
+        await _mark_cleanup(world, patch_id)
+        new_replicas, new_id = await eventually(
+            lambda: _spec_after(world, patch_id), timeout=10, message="fresh patch"
+        )
+        # well inside one long poll: the answer came from the marker, not from a timeout
+        assert time.monotonic() - started < LONG_POLL / 3
+        assert new_id > patch_id and new_replicas == 3
+        # the count was re-read from the service, not reused from the stale patch
+        assert world.gh.calls("*/runnerscalesets/{scale_set_id}", method="GET") == before + 1
+        assert listener.cleanups_answered == 1
+
+
+async def test_a_marker_for_an_older_patch_is_not_answered(world: World) -> None:
+    world.gh.state.poll_timeout = LONG_POLL
+    async with in_process(world, min_runners=0, max_runners=10) as listener:
+        world.enqueue(2)
+        _, patch_id = await eventually(lambda: _nonzero_spec(world), timeout=10)
+        await _mark_cleanup(world, patch_id + 7)
+        # give the watch time to deliver the status change, then check nothing was sent
+        await eventually(lambda: _status_marker(world, patch_id + 7), timeout=5)
+        assert listener.cleanups_answered == 0
+        assert (await world.ers())["spec"]["patchID"] == patch_id
+
+
+async def _nonzero_spec(world: World) -> tuple[int, int] | None:
+    replicas, patch_id = await world.spec()
+    return (replicas, patch_id) if patch_id > 0 else None
+
+
+async def _spec_after(world: World, patch_id: int) -> tuple[int, int] | None:
+    replicas, new_id = await world.spec()
+    return (replicas, new_id) if new_id != patch_id else None
+
+
+async def _status_marker(world: World, marker: int) -> Any:
+    status = (await world.ers()).get("status") or {}
+    return status.get("finishedRunnerCleanupPatchID") == marker

@@ -1,0 +1,367 @@
+"""What the charts render, checked by meaning: lint, flags, RBAC, cleanup wiring, bad values.
+
+The golden files pin the exact text; these tests say why it must look that way, so a
+regenerated golden file cannot quietly drop leader election or a cleanup annotation.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from cases import CASES, CONTROLLER_SA
+
+from gharc.api.scaleset import constants as c
+from gharc.testing.helm import CONTROLLER_CHART, SCALE_SET_CHART, Helm
+
+pytestmark = pytest.mark.timeout(900)  # the first run may build helm
+
+JSON = dict[str, Any]
+
+
+def render(helm: Helm, case: str, **override: Any) -> list[JSON]:
+    chart, namespace, values = CASES[case]
+    result = helm.template(chart, namespace=namespace, values={**values, **override})
+    assert result.ok, result.stderr
+    return result.documents()
+
+
+def one(docs: list[JSON], kind: str, name: str | None = None) -> JSON:
+    found = [d for d in docs if d["kind"] == kind and name in (None, d["metadata"]["name"])]
+    assert len(found) == 1, f"expected one {kind} {name or ''}, got {len(found)}"
+    return found[0]
+
+
+def manager(docs: list[JSON]) -> JSON:
+    deploy = one(docs, "Deployment")
+    containers = deploy["spec"]["template"]["spec"]["containers"]
+    return next(x for x in containers if x["name"] == "manager")
+
+
+def test_lint_controller_chart(helm: Helm) -> None:
+    result = helm.run(["lint", "--strict", str(CONTROLLER_CHART)])
+    assert result.ok, result.stdout + result.stderr
+
+
+def test_lint_scale_set_chart(helm: Helm) -> None:
+    ci_values = SCALE_SET_CHART / "ci" / "ci-values.yaml"
+    result = helm.run(["lint", "--strict", str(SCALE_SET_CHART), "--values", str(ci_values)])
+    assert result.ok, result.stdout + result.stderr
+
+
+# ---- controller chart --------------------------------------------------------------------
+
+
+def test_controller_args_are_accepted_by_the_controller(helm: Helm) -> None:
+    """The rendered command line parses with gharc's own flag parser, to the values given."""
+    from gharc.controllers.main import parse_args
+
+    docs = render(helm, "controller-replicas-2")
+    container = manager(docs)
+    assert container["command"] == ["gharc", "controller"]
+    args = parse_args(container["args"], {c.ENV_CONTROLLER_NAMESPACE: "arc-systems"})
+    assert args.enable_leader_election
+    assert args.leader_election_id == "arc-gharc-controller"
+    assert args.auto_scaler_image_pull_secrets == ("regcred",)
+    assert args.exclude_label_propagation_prefixes == ("argocd.argoproj.io/",)
+    assert args.runner_max_concurrent_reconciles == 2
+    assert args.metrics_addr == ":8080"
+    assert args.listener_metrics_endpoint == "/metrics"
+    assert args.log_level == "debug"
+
+
+def test_controller_env_names_namespace_and_image(helm: Helm) -> None:
+    env = {e["name"]: e for e in manager(render(helm, "controller-default"))["env"]}
+    assert env["CONTROLLER_MANAGER_POD_NAMESPACE"]["valueFrom"]["fieldRef"] == {
+        "fieldPath": "metadata.namespace"
+    }
+    container = manager(render(helm, "controller-default", image={"tag": "9.9.9"}))
+    env = {e["name"]: e for e in container["env"]}
+    assert env["CONTROLLER_MANAGER_CONTAINER_IMAGE"]["value"] == container["image"]
+    assert container["image"] == "ghcr.io/gharc/gharc:9.9.9"
+
+
+def test_single_replica_has_no_leader_election(helm: Helm) -> None:
+    docs = render(helm, "controller-default")
+    assert not any(a.startswith("--enable-leader-election") for a in manager(docs)["args"])
+    assert not [d for d in docs if d["metadata"]["name"].endswith("-leader-election")]
+    lease_role = one(
+        render(helm, "controller-replicas-2"), "Role", "arc-gharc-controller-leader-election"
+    )
+    assert lease_role["rules"][0]["resources"] == ["leases"]
+
+
+def test_default_pod_is_non_root_and_read_only(helm: Helm) -> None:
+    docs = render(helm, "controller-default")
+    pod = one(docs, "Deployment")["spec"]["template"]["spec"]
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    sc = manager(docs)["securityContext"]
+    assert sc["readOnlyRootFilesystem"] is True
+    assert sc["allowPrivilegeEscalation"] is False
+    assert {"name": "tmp", "mountPath": "/tmp"} in manager(docs)["volumeMounts"]
+
+
+def test_metrics_service_follows_metrics_addr(helm: Helm) -> None:
+    svc = one(render(helm, "controller-default"), "Service")
+    assert svc["spec"]["ports"][0]["port"] == 8080
+    off = render(helm, "controller-default", metrics={"controllerManagerAddr": "0"})
+    assert not [d for d in off if d["kind"] == "Service"]
+    assert "--metrics-addr=0" in manager(off)["args"]
+
+
+def test_watch_single_namespace_has_no_cluster_rights(helm: Helm) -> None:
+    docs = render(helm, "controller-watch-single-namespace")
+    assert not [d for d in docs if d["kind"] in ("ClusterRole", "ClusterRoleBinding")]
+    watch = one(docs, "Role", "arc-gharc-controller-single-namespace-watch")
+    assert watch["metadata"]["namespace"] == "arc-runners"
+    deploy = one(docs, "Deployment")
+    assert deploy["metadata"]["labels"]["actions.github.com/controller-watch-single-namespace"] == (
+        "arc-runners"
+    )
+    assert "--watch-single-namespace=arc-runners" in manager(docs)["args"]
+    cluster = render(helm, "controller-default")
+    assert one(cluster, "ClusterRole")
+    assert not [d for d in cluster if "single-namespace" in d["metadata"]["name"]]
+
+
+def test_cluster_role_is_least_privilege(helm: Helm) -> None:
+    """No wildcard, and core objects are only cached cluster-wide, never written."""
+    rules = one(render(helm, "controller-default"), "ClusterRole")["rules"]
+    for rule in rules:
+        assert "*" not in rule["verbs"] and "*" not in rule["resources"], rule
+        if rule["apiGroups"] == [""] and rule["resources"] != ["events"]:
+            assert set(rule["verbs"]) <= {"list", "watch"}, rule
+    assert not [r for r in rules if "secrets" in r["resources"]]
+
+
+def test_discovery_labels_name_the_service_account(helm: Helm) -> None:
+    docs = render(helm, "controller-default")
+    labels = one(docs, "Deployment")["metadata"]["labels"]
+    assert labels["app.kubernetes.io/part-of"] == "gha-rs-controller"
+    sa = one(docs, "ServiceAccount")["metadata"]
+    assert labels["actions.github.com/controller-service-account-name"] == sa["name"]
+    assert labels["actions.github.com/controller-service-account-namespace"] == sa["namespace"]
+
+
+# ---- scale set chart ---------------------------------------------------------------------
+
+CLEANUP_KINDS = {
+    c.ANNOTATION_CLEANUP_MANAGER_ROLE_NAME: "Role",
+    c.ANNOTATION_CLEANUP_MANAGER_ROLE_BINDING: "RoleBinding",
+    c.ANNOTATION_CLEANUP_GITHUB_SECRET_NAME: "Secret",
+    c.ANNOTATION_CLEANUP_NO_PERMISSION_SERVICE_ACCOUNT_NAME: "ServiceAccount",
+    c.ANNOTATION_CLEANUP_KUBERNETES_MODE_ROLE_NAME: "Role",
+    c.ANNOTATION_CLEANUP_KUBERNETES_MODE_ROLE_BINDING_NAME: "RoleBinding",
+    c.ANNOTATION_CLEANUP_KUBERNETES_MODE_SERVICE_ACCOUNT_NAME: "ServiceAccount",
+}
+
+
+@pytest.mark.parametrize("case", sorted(k for k in CASES if k.startswith("scale-set")))
+def test_cleanup_annotations_name_protected_objects(helm: Helm, case: str) -> None:
+    """Every cleanup-* annotation names a rendered object carrying cleanup-protection, and
+    every protected object is named by one: otherwise uninstall hangs or leaks."""
+    docs = render(helm, case)
+    ars = one(docs, c.KIND_AUTOSCALING_RUNNER_SET)
+    named = {
+        (CLEANUP_KINDS[k], v)
+        for k, v in ars["metadata"]["annotations"].items()
+        if k in CLEANUP_KINDS
+    }
+    protected = {
+        (d["kind"], d["metadata"]["name"])
+        for d in docs
+        if c.FINALIZER_CLEANUP_PROTECTION in (d["metadata"].get("finalizers") or [])
+    }
+    assert named == protected
+
+
+def test_inline_pat_makes_secret_and_points_ars_at_it(helm: Helm) -> None:
+    docs = render(helm, "scale-set-pat")
+    secret = one(docs, "Secret")
+    ars = one(docs, c.KIND_AUTOSCALING_RUNNER_SET)
+    assert ars["spec"]["githubConfigSecret"] == secret["metadata"]["name"]
+    assert set(secret["data"]) == {"github_token"}
+    assert ars["spec"]["minRunners"] == 1 and ars["spec"]["maxRunners"] == 10
+    assert ars["metadata"]["labels"][c.LABEL_COMPONENT] == c.COMPONENT_AUTOSCALING_RUNNER_SET
+
+
+def test_named_secret_is_not_created(helm: Helm) -> None:
+    docs = render(helm, "scale-set-proxy-tls")
+    assert not [d for d in docs if d["kind"] == "Secret"]
+    assert one(docs, c.KIND_AUTOSCALING_RUNNER_SET)["spec"]["githubConfigSecret"] == (
+        "pre-defined-secret"
+    )
+
+
+def test_manager_role_binds_the_controller(helm: Helm) -> None:
+    binding = one(render(helm, "scale-set-pat"), "RoleBinding")
+    assert binding["subjects"] == [{"kind": "ServiceAccount", **CONTROLLER_SA}]
+    tls_rules = one(render(helm, "scale-set-proxy-tls"), "Role")["rules"]
+    assert any("configmaps" in r["resources"] for r in tls_rules)
+
+
+def _runner(ars: JSON) -> JSON:
+    spec = ars["spec"]["template"]["spec"]
+    return next(x for x in spec["containers"] if x["name"] == "runner")
+
+
+def test_dind_mode_adds_sidecar_and_docker_host(helm: Helm) -> None:
+    ars = one(render(helm, "scale-set-dind"), c.KIND_AUTOSCALING_RUNNER_SET)
+    spec = ars["spec"]["template"]["spec"]
+    dind = next(x for x in spec["initContainers"] if x["name"] == "dind")
+    assert dind["restartPolicy"] == "Always" and dind["securityContext"]["privileged"] is True
+    env = {e["name"]: e.get("value") for e in _runner(ars)["env"]}
+    assert env["DOCKER_HOST"] == "unix:///var/run/docker.sock"
+    assert {v["name"] for v in spec["volumes"]} == {"work", "dind-sock", "dind-externals"}
+    old = helm.template(SCALE_SET_CHART, values=CASES["scale-set-dind"][2], kube_version="1.28.0")
+    spec = one(old.documents(), c.KIND_AUTOSCALING_RUNNER_SET)["spec"]["template"]["spec"]
+    assert [x["name"] for x in spec["containers"]] == ["runner", "dind"]
+
+
+def test_kubernetes_mode_wires_hooks_and_service_account(helm: Helm) -> None:
+    docs = render(helm, "scale-set-kubernetes")
+    ars = one(docs, c.KIND_AUTOSCALING_RUNNER_SET)
+    env = {e["name"]: e for e in _runner(ars)["env"]}
+    assert env["ACTIONS_RUNNER_CONTAINER_HOOKS"]["value"] == "/home/runner/k8s/index.js"
+    assert env["ACTIONS_RUNNER_REQUIRE_JOB_CONTAINER"]["value"] == "true"
+    spec = ars["spec"]["template"]["spec"]
+    assert spec["serviceAccountName"] == "arc-gha-rs-kube-mode"
+    assert spec["volumes"][0]["ephemeral"]["volumeClaimTemplate"]["spec"]["storageClassName"] == (
+        "standard"
+    )
+    role = one(docs, "Role", "arc-gha-rs-kube-mode")
+    assert any(r["resources"] == ["jobs"] for r in role["rules"])
+    novolume = render(helm, "scale-set-kubernetes", containerMode={"type": "kubernetes-novolume"})
+    ars = one(novolume, c.KIND_AUTOSCALING_RUNNER_SET)
+    env = {e["name"]: e for e in _runner(ars)["env"]}
+    assert env["ACTIONS_RUNNER_CONTAINER_HOOKS"]["value"] == "/home/runner/k8s-novolume/index.js"
+    assert env["ACTIONS_RUNNER_IMAGE"]["value"] == _runner(ars)["image"]
+    role = one(novolume, "Role", "arc-gha-rs-kube-mode")
+    assert not any(r["resources"] == ["jobs"] for r in role["rules"])
+
+
+def test_user_env_and_reserved_labels_win(helm: Helm) -> None:
+    template = {
+        "spec": {
+            "containers": [
+                {
+                    "name": "runner",
+                    "image": "my/runner:1",
+                    "env": [{"name": "DOCKER_HOST", "value": "tcp://docker:2375"}],
+                }
+            ]
+        }
+    }
+    docs = render(
+        helm,
+        "scale-set-dind",
+        template=template,
+        labels={"team": "ci", c.LABEL_SCALE_SET_NAME: "hijack"},
+        annotations={c.ANNOTATION_CLEANUP_MANAGER_ROLE_NAME: "hijack"},
+    )
+    ars = one(docs, c.KIND_AUTOSCALING_RUNNER_SET)
+    env = [e for e in _runner(ars)["env"] if e["name"] == "DOCKER_HOST"]
+    assert env == [{"name": "DOCKER_HOST", "value": "tcp://docker:2375"}]
+    assert ars["metadata"]["labels"]["team"] == "ci"
+    assert ars["metadata"]["labels"][c.LABEL_SCALE_SET_NAME] == "arc"
+    assert ars["metadata"]["annotations"][c.ANNOTATION_CLEANUP_MANAGER_ROLE_NAME] == (
+        "arc-gha-rs-manager"
+    )
+
+
+LONG = "a" * 46
+
+
+@pytest.mark.parametrize(
+    ("override", "release", "message"),
+    [
+        ({"githubConfigUrl": ""}, "arc", "githubConfigUrl is required"),
+        ({"githubConfigUrl": "octo-org"}, "arc", "is not a GitHub organization, repository"),
+        (
+            {"minRunners": 5, "maxRunners": 2},
+            "arc",
+            "minRunners (5) must not be greater than maxRunners (2)",
+        ),
+        ({"maxRunners": -1}, "arc", "/maxRunners"),
+        ({}, LONG, "at most 45 are allowed"),
+        ({"runnerScaleSetName": LONG}, "arc", "maxLength"),
+        (
+            {"githubConfigSecret": {"github_token": "ghp_x", "github_app_id": "1"}},
+            "arc",
+            "has both github_token and GitHub App keys",
+        ),
+        (
+            {"githubConfigSecret": {"github_token": ""}},
+            "arc",
+            "githubConfigSecret needs credentials",
+        ),
+        ({"githubConfigSecret": ""}, "arc", "githubConfigSecret must name a Secret"),
+        (
+            {"githubConfigSecret": {"github_app_id": "1", "github_app_installation_id": "2"}},
+            "arc",
+            "needs all of githubConfigSecret.github_app_id",
+        ),
+        ({"containerMode": {"type": "docker"}}, "arc", "/containerMode/type"),
+        (
+            {"containerMode": {"type": "kubernetes"}},
+            "arc",
+            "kubernetesModeWorkVolumeClaim is required",
+        ),
+        (
+            {"template": {"spec": {"containers": [{"name": "x", "image": "y"}]}}},
+            "arc",
+            'named "runner"',
+        ),
+        (
+            {"keyVault": {"type": "azure_key_vault"}},
+            "arc",
+            "keyVault (Azure Key Vault credentials) is not supported",
+        ),
+        (
+            {"controllerServiceAccount": {"name": "x", "namespace": ""}},
+            "arc",
+            "set both controllerServiceAccount",
+        ),
+        (
+            {"controllerServiceAccount": {"name": "", "namespace": ""}},
+            "arc",
+            "no gharc (or ARC) controller Deployment found",
+        ),
+        (
+            {"proxy": {"http": {"url": "", "credentialSecretRef": "p"}}},
+            "arc",
+            "proxy.http.credentialSecretRef is set",
+        ),
+    ],
+)
+def test_bad_scale_set_values_fail_readably(
+    helm: Helm, override: dict[str, Any], release: str, message: str
+) -> None:
+    _, namespace, values = CASES["scale-set-pat"]
+    result = helm.template(
+        SCALE_SET_CHART, release=release, namespace=namespace, values={**values, **override}
+    )
+    assert not result.ok, f"rendered although {override} is invalid"
+    assert message in result.stderr, result.stderr
+
+
+@pytest.mark.parametrize(
+    ("override", "message"),
+    [
+        (
+            {"serviceAccount": {"create": False, "name": ""}},
+            "serviceAccount.name must name an existing",
+        ),
+        ({"serviceAccount": {"name": "default"}}, 'serviceAccount.name must not be "default"'),
+        ({"flags": {"logLevel": "verbose"}}, "/flags/logLevel"),
+        ({"flags": {"runnerMaxConcurrentReconciles": 0}}, "/flags/runnerMaxConcurrentReconciles"),
+        ({"metrics": {"controllerManagerAddr": "localhost"}}, "must end with a numeric port"),
+        ({"replicaCount": 0}, "/replicaCount"),
+    ],
+)
+def test_bad_controller_values_fail_readably(
+    helm: Helm, override: dict[str, Any], message: str
+) -> None:
+    result = helm.template(CONTROLLER_CHART, values=override)
+    assert not result.ok, f"rendered although {override} is invalid"
+    assert message in result.stderr, result.stderr

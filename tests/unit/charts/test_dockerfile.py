@@ -1,0 +1,61 @@
+"""The Dockerfile cannot be built here (no container runtime), so check what it promises:
+a pinned base, a non-root user the charts agree with, and entry points that exist."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from gharc.testing.helm import CONTROLLER_CHART, ROOT
+
+DOCKERFILE = (ROOT / "Dockerfile").read_text(encoding="utf-8")
+
+
+def _entrypoints() -> list[str]:
+    line = re.search(r"^# entrypoints: (.+)$", DOCKERFILE, re.MULTILINE)
+    assert line, "the Dockerfile must name its entry points in an '# entrypoints:' line"
+    return [e.strip().removeprefix("gharc ").strip() for e in line.group(1).split(",")]
+
+
+def test_base_image_is_pinned_python_311_slim() -> None:
+    base = re.search(r"^ARG PYTHON_IMAGE=(\S+)$", DOCKERFILE, re.MULTILINE)
+    assert base, "the base image is a build argument with a default"
+    assert re.fullmatch(r"python:3\.11\.\d+-slim-\w+(@sha256:[0-9a-f]{64})?", base.group(1))
+    assert DOCKERFILE.count("FROM ${PYTHON_IMAGE}") == 2, "multi-stage, same pinned base"
+
+
+def test_runs_as_the_non_root_user_the_chart_expects() -> None:
+    user = re.search(r"^USER (\d+):(\d+)$", DOCKERFILE, re.MULTILINE)
+    assert user and user.group(1) != "0"
+    values = yaml.safe_load((CONTROLLER_CHART / "values.yaml").read_text(encoding="utf-8"))
+    assert values["podSecurityContext"]["runAsUser"] == int(user.group(1))
+    assert values["podSecurityContext"]["runAsGroup"] == int(user.group(2))
+    assert 'ENTRYPOINT ["gharc"]' in DOCKERFILE
+    assert "PYTHONDONTWRITEBYTECODE=1" in DOCKERFILE, "read-only root filesystem"
+
+
+def test_only_the_package_is_copied() -> None:
+    copies = re.findall(r"^COPY (?!--from)(.+) \S+$", DOCKERFILE, re.MULTILINE)
+    sources = {s for line in copies for s in line.split()}
+    assert sources == {"pyproject.toml", "README.md", "gharc"}
+    for source in sources:
+        assert (ROOT / source).exists()
+    assert Path(ROOT / ".dockerignore").exists()
+
+
+@pytest.mark.parametrize("command", _entrypoints())
+def test_entrypoint_exists(command: str) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "gharc", command, "--help"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "usage" in proc.stdout.lower()

@@ -1,0 +1,73 @@
+"""``gharc controller`` flags and environment (no cluster)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from gharc.controllers.main import UsageError, parse_args, scaleset_options
+
+
+def test_missing_controller_namespace_is_a_clear_error() -> None:
+    with pytest.raises(UsageError, match="CONTROLLER_MANAGER_POD_NAMESPACE is not set"):
+        parse_args([], environ={})
+
+
+def test_command_exits_non_zero_with_the_reason() -> None:
+    env = {k: v for k, v in os.environ.items() if k != "CONTROLLER_MANAGER_POD_NAMESPACE"}
+    proc = subprocess.run(
+        [sys.executable, "-m", "gharc", "controller", "--auto-scaling-runner-set-only"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert proc.returncode == 2
+    assert "CONTROLLER_MANAGER_POD_NAMESPACE is not set" in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_arc_flags_and_env() -> None:
+    args = parse_args(
+        [
+            "--auto-scaling-runner-set-only",
+            "--metrics-addr=:9090",
+            "--health-probe-bind-address=:8081",
+            "--enable-leader-election",
+            "--leader-election-id=my-arc",
+            "--log-level=info",
+            "--log-format=json",
+            "--watch-single-namespace=runners",
+            "--exclude-label-propagation-prefix=argocd.argoproj.io/",
+            "--exclude-label-propagation-prefix=example.com/",
+            "--auto-scaler-image-pull-secrets=a,b",
+            "--auto-scaler-image-pull-secrets=c",
+            "--runner-max-concurrent-reconciles=4",
+            "--listener-metrics-addr=0",
+            "--listener-metrics-endpoint=/m",
+            "--k8s-client-rate-limiter-qps=50",
+            "--k8s-client-rate-limiter-burst=60",
+            "--update-strategy=eventual",  # ARC chart flags are accepted
+        ],
+        environ={
+            "CONTROLLER_MANAGER_POD_NAMESPACE": "arc-systems",
+            "CONTROLLER_MANAGER_CONTAINER_IMAGE": "ghcr.io/me/gharc:1",
+            "LISTENER_ENTRYPOINT": "/bin/gharc listener",
+        },
+    )
+    assert args.leader_election_namespace == "arc-systems"
+    assert args.watch_namespace == "runners"
+    assert args.auto_scaler_image_pull_secrets == ("a", "b", "c")
+    opts = scaleset_options(args)
+    assert opts.controller_namespace == "arc-systems"
+    assert opts.listener_image == "ghcr.io/me/gharc:1"
+    assert opts.listener_command == ("/bin/gharc", "listener")
+    assert opts.exclude_label_propagation_prefixes == ("argocd.argoproj.io/", "example.com/")
+    assert opts.listener_metrics_addr == "0"
+    assert (opts.log_level, opts.log_format) == ("info", "json")
+    assert opts.runner_max_concurrent_reconciles == 4
+    assert opts.build_version == "dev"

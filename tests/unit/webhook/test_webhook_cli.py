@@ -1,0 +1,53 @@
+"""``gharc webhook-server`` flags: ARC's names and defaults, the env secret, aliases."""
+
+from __future__ import annotations
+
+import pytest
+
+from gharc.sim.github import FakeGitHubState
+from gharc.sim.github.webhooks import workflow_job_payload
+from gharc.webhook.main import UsageError, parse_args, server_url
+
+
+def test_defaults_are_arcs_and_the_secret_falls_back_to_the_environment() -> None:
+    args = parse_args([], {"GITHUB_WEBHOOK_SECRET_TOKEN": "from-env"})
+    assert (args.webhook_addr, args.metrics_addr, args.queue_limit) == (":8000", ":8080", 100)
+    assert args.log_level == "debug" and args.batch_window == 3.0
+    assert args.secret == "from-env"
+    assert parse_args(["--github-webhook-secret-token", "flag"], {}).secret == "flag"
+    assert parse_args(["--webhook-secret", "alias"], {}).secret == "alias"
+
+
+def test_port_and_addr_aliases_pick_the_listen_address() -> None:
+    assert parse_args(["--port", "9000"], {}).webhook_addr == "0.0.0.0:9000"
+    assert parse_args(["--addr", "127.0.0.1:1234"], {}).webhook_addr == "127.0.0.1:1234"
+
+
+def test_bad_values_are_usage_errors() -> None:
+    with pytest.raises(UsageError):
+        parse_args(["--log-level", "loud"], {})
+    with pytest.raises(UsageError):
+        parse_args(["--queue-limit", "0"], {})
+
+
+def test_the_server_url_comes_from_the_api_url() -> None:
+    assert server_url(parse_args([], {})) == "https://github.com"
+    assert server_url(parse_args(["--github-url", "https://ghe.example/api/v3/"], {})) == (
+        "https://ghe.example"
+    )
+
+
+def test_the_fake_sends_the_fields_arc_reads() -> None:
+    state = FakeGitHubState()
+    state.create_org("acme", "big-corp")
+    job = state.enqueue_job("acme/app", ["self-hosted", "linux"])
+    p = workflow_job_payload(state, job, "queued")
+    assert p["action"] == "queued"
+    assert p["workflow_job"]["labels"] == ["self-hosted", "linux"]
+    assert p["repository"]["name"] == "app"
+    assert p["repository"]["owner"] == {"login": "acme", "type": "Organization"}
+    assert p["enterprise"]["slug"] == "big-corp"
+    state.cancel_job(job.request_id)
+    done = workflow_job_payload(state, job, "completed")
+    assert done["workflow_job"]["conclusion"] == "cancelled"
+    assert done["workflow_job"]["runner_id"] is None
