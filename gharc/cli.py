@@ -104,15 +104,27 @@ def demo(
     faults: bool = typer.Option(False, help="Mix in busy-runner evictions and a listener crash."),
     out: str = typer.Option("demo-output", help="Folder for the report (HTML, PNG, JSON, logs)."),
     timeout: float = typer.Option(600.0, help="Give up after this many seconds."),
-    mode: str = typer.Option("scaleset", help="scaleset (legacy mode is not available yet)."),
+    mode: str = typer.Option(
+        "scaleset",
+        help="scaleset (AutoscalingRunnerSet + listener) or legacy (RunnerDeployment + "
+        "HorizontalRunnerAutoscaler scaled by workflow_job webhooks).",
+    ),
 ) -> None:
     """Run the whole system locally: control plane, fake GitHub, controller, a workload."""
     from pathlib import Path
 
     from gharc.demo import DemoOptions, run
 
-    if mode != "scaleset":
-        raise typer.BadParameter("only --mode scaleset is available so far", param_hint="--mode")
+    if mode not in ("scaleset", "legacy"):
+        raise typer.BadParameter("expected scaleset or legacy", param_hint="--mode")
+    if mode == "legacy" and faults:
+        raise typer.BadParameter(
+            "--faults is available in scale set mode only", param_hint="--mode"
+        )
+    if mode == "legacy":
+        from gharc.demo_legacy import run as run_legacy
+
+        run = run_legacy
     options = DemoOptions(
         workload=workload,
         min_runners=min_runners,

@@ -363,7 +363,8 @@ def _legacy_fields(
     a mistake stops the process at start with a message, not at the first reconcile."""
     values: dict[str, Any] = {}
     for var, attr in GITHUB_ENV.items():
-        values[attr] = (getattr(ns, attr) or env.get(var, "")).strip()
+        value = getattr(ns, attr) or env.get(var, "")
+        values[attr] = value if attr == "github_app_private_key" else value.strip()
     sync_period = _duration("--sync-period", ns.sync_period)
     if sync_period <= 0:
         raise UsageError("--sync-period must be positive")

@@ -40,9 +40,12 @@ class RunnerProgram:
     stop while idle disconnects and exits 0, as the real runner does on SIGTERM.
     """
 
-    def __init__(self, *, poll_seconds: float = 30.0, speedup: float = 1.0) -> None:
+    def __init__(
+        self, *, poll_seconds: float = 30.0, speedup: float = 1.0, conflict_retries: int = 30
+    ) -> None:
         self.poll_seconds = poll_seconds
         self.speedup = speedup
+        self.conflict_retries = conflict_retries
 
     async def run(self, ctx: ContainerContext) -> int:
         encoded = ctx.env.get(c.ENV_RUNNER_JIT_CONFIG, "")
@@ -53,13 +56,9 @@ class RunnerProgram:
             log.warning("runner %s: no usable JIT config", ctx.name)
             return 1
         async with aiohttp.ClientSession() as http:
-            async with http.post(
-                f"{server}/_runner/connect", json={"encodedJITConfig": encoded}
-            ) as resp:
-                if resp.status != 200:
-                    log.warning("runner %s: connect failed with %d", ctx.name, resp.status)
-                    return 1
-                session = await resp.json()
+            session = await self._connect(http, server, encoded, ctx)
+            if session is None:
+                return 1
             auth = {"Authorization": f"Bearer {session['token']}"}
             job = await self._next_job(http, server, auth, ctx)
             if job is None:
@@ -79,6 +78,29 @@ class RunnerProgram:
             ):
                 pass
             return 0
+
+    async def _connect(
+        self, http: aiohttp.ClientSession, server: str, encoded: str, ctx: ContainerContext
+    ) -> dict[str, Any] | None:
+        """Redeem the JIT config; a session conflict (the previous pod of this runner has
+        not been noticed gone yet) is retried for a while, as the real runner does."""
+        for _ in range(self.conflict_retries + 1):
+            async with http.post(
+                f"{server}/_runner/connect", json={"encodedJITConfig": encoded}
+            ) as resp:
+                if resp.status == 200:
+                    session: dict[str, Any] = await resp.json()
+                    return session
+                if resp.status != 409:
+                    log.warning("runner %s: connect failed with %d", ctx.name, resp.status)
+                    return None
+            try:
+                await asyncio.wait_for(ctx.stop.wait(), timeout=1.0)
+                return None
+            except TimeoutError:
+                continue
+        log.warning("runner %s: session conflict did not clear", ctx.name)
+        return None
 
     async def _next_job(
         self,

@@ -91,7 +91,10 @@ class RunnerReconciler:
             # the graceful stop), then let the Runner go at once as ARC does.
             if pod is not None and not p.is_deleting(pod):
                 await self.kube.delete(PODS, pod, missing_ok=True)
-            await remove_finalizer(self.kube, RUNNERS, runner, c.FINALIZER_RUNNER)
+            try:
+                await remove_finalizer(self.kube, RUNNERS, runner, c.FINALIZER_RUNNER)
+            except errors.NotFound:
+                pass  # a reconcile from a stale cache: an earlier one removed it already
             return None
         if c.FINALIZER_RUNNER not in ((runner.get("metadata") or {}).get("finalizers") or ()):
             await add_finalizer(self.kube, RUNNERS, runner, c.FINALIZER_RUNNER)

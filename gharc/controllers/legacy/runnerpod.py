@@ -119,7 +119,10 @@ class RunnerPodReconciler:
             outcome = await self.stop.tick(pod, await self._client(pod, env))
             if outcome.retry is not None:
                 return outcome.retry
-            await remove_finalizer(self.kube, PODS, outcome.pod, c.FINALIZER_RUNNER_POD)
+            try:
+                await remove_finalizer(self.kube, PODS, outcome.pod, c.FINALIZER_RUNNER_POD)
+            except errors.NotFound:
+                pass  # a reconcile from a stale cache: an earlier one removed it, the pod is gone
             return None
         deleting_since = p.parse_time(pod["metadata"].get("deletionTimestamp"))
         now = self.options.clock()

@@ -107,7 +107,12 @@ async def next_job(request: web.Request) -> web.Response:
             return None
         return state.take_job(r)
 
-    job = await r.signal.wait_for(check, timeout)
+    r.polls_in_flight += 1
+    try:
+        job = await r.signal.wait_for(check, timeout)
+    finally:
+        r.polls_in_flight -= 1
+        r.last_seen = state.now()
     if gone:
         raise StateError(401, "The runner was removed.")
     if job is None:

@@ -134,6 +134,8 @@ class Runner:
     online: bool = False
     job: int | None = None  # runnerRequestId
     signal: Signal = field(default_factory=Signal)
+    polls_in_flight: int = 0
+    last_seen: float = 0.0
 
 
 @dataclass
@@ -182,6 +184,11 @@ class WorkflowRun:
     name: str
     created_at: float
     jobs: list[int] = field(default_factory=list)  # request ids
+
+
+#: Seconds without a runner poll after which its session may be taken over by a new
+#: process redeeming the same JIT config (a replacement pod of the same runner).
+SESSION_STALE_AFTER = 1.0
 
 
 class FakeGitHubState:
@@ -999,9 +1006,12 @@ class FakeGitHubState:
         r = self.runners.get(runner_id)
         if r is None or not secrets.compare_digest(r.token, token):
             raise StateError(401, "The runner registration no longer exists.")
-        if r.online:
+        if r.online and (r.polls_in_flight > 0 or self.now() - r.last_seen < SESSION_STALE_AFTER):
             raise StateError(409, f"Runner {r.name} already has an active session.")
+        # A session whose runner stopped polling (its pod died) is taken over, as the
+        # service does once it notices the dropped connection.
         r.online = True
+        r.last_seen = self.now()
         self.changed.fire()
         return r
 

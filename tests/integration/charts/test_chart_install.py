@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 import yaml
 from kubernetes_asyncio import client
+from prometheus_client import CollectorRegistry
 
 from gharc.api.scaleset import constants as c
 from gharc.testing.helm import CONTROLLER_CHART, SCALE_SET_CHART, Helm
@@ -181,7 +182,12 @@ async def _run_controller_until_running(
         namespaces=[controller_namespace, runners_namespace],
     ):
         task = asyncio.create_task(
-            run_controller(parsed, on_manager=managers.append, handle_signals=False)
+            run_controller(
+                parsed,
+                on_manager=managers.append,
+                handle_signals=False,
+                registry=CollectorRegistry(),
+            )
         )
         try:
             phase, status = "", {}

@@ -50,9 +50,7 @@ class Running:
 
 
 @pytest.fixture
-async def running(
-    api_client: Any, namespace: str, kubeconfig: str
-) -> AsyncIterator[Running]:
+async def running(api_client: Any, namespace: str, kubeconfig: str) -> AsyncIterator[Running]:
     async with FakeGitHubServer(port=0, rest_max_age=0) as gh:
         args = parse_args(
             [
@@ -111,7 +109,10 @@ async def test_queued_jobs_scale_a_runner_deployment_through_its_hra(running: Ru
             "apiVersion": lc.API_VERSION,
             "kind": lc.KIND_RUNNER_DEPLOYMENT,
             "metadata": {"name": "rd", "namespace": w.namespace},
-            "spec": {"template": {"spec": {"organization": DEFAULT_ORG, "labels": ["linux"]}}},
+            "spec": {
+                "replicas": 0,  # without it the RD starts at ARC's default of 1
+                "template": {"spec": {"organization": DEFAULT_ORG, "labels": ["linux"]}},
+            },
         },
     )
     await w.kube.create(
@@ -142,9 +143,7 @@ async def test_queued_jobs_scale_a_runner_deployment_through_its_hra(running: Ru
     assert await w.live(RUNNERS) == []
 
     # Long enough that the jobs are still queued or in progress while we look.
-    jobs = [
-        w.gh.enqueue_job(DEFAULT_REPO, ["self-hosted", "linux"], duration=4) for _ in range(3)
-    ]
+    jobs = [w.gh.enqueue_job(DEFAULT_REPO, ["self-hosted", "linux"], duration=4) for _ in range(3)]
     await eventually(lambda: replicas(3), timeout=30, message="replicas follow the queue: 3")
 
     async def runners_and_pods() -> bool:

@@ -101,7 +101,9 @@ def test_role_only_allows_patching_its_own_runner_set_and_runners() -> None:
     assert role["metadata"]["namespace"] == "runners"
     assert role["rules"] == c.listener_role_rules(["arc"])
     assert role["rules"][0]["resourceNames"] == ["arc"]
-    assert {v for r in role["rules"] for v in r["verbs"]} == {"patch"}
+    # read access only to its own EphemeralRunnerSet (it watches the cleanup marker)
+    assert role["rules"][0]["verbs"] == ["get", "list", "watch", "patch"]
+    assert all(r["verbs"] == ["patch"] for r in role["rules"][1:])
     labels = role["metadata"]["labels"]
     assert labels[c.LABEL_LISTENER_NAME] == listener()["metadata"]["name"]
     assert labels[c.LABEL_LISTENER_NAMESPACE] == "arc-systems"

@@ -54,3 +54,29 @@ async def test_idle_runner_stops_cleanly_when_told_to() -> None:
 
 async def test_runner_with_a_garbage_jit_config_exits_non_zero() -> None:
     assert await RunnerProgram().run(context("not-base64!")) == 1
+
+
+async def test_a_replacement_pod_redeems_the_same_jit_config_after_the_first_died() -> None:
+    async with FakeGitHubServer(poll_timeout=5.0) as gh:
+        ss_id, encoded = await setup_scale_set(gh)
+        first = asyncio.create_task(RunnerProgram(poll_seconds=5).run(context(encoded)))
+        await asyncio.sleep(0.3)  # connected and long-polling
+        first.cancel()  # the pod is evicted: no disconnect is sent
+        await asyncio.gather(first, return_exceptions=True)
+        job = gh.enqueue_job("octo-org/octo-repo", ["sim-set"], duration=0.1)
+        gh.state.acquire_jobs(gh.state.scale_sets[ss_id], [job.request_id])
+        second = RunnerProgram(poll_seconds=5).run(context(encoded))
+        assert await asyncio.wait_for(second, 15) == 0
+        assert gh.state.job(job.request_id).status == "completed"
+
+
+async def test_a_second_process_is_refused_while_the_first_still_polls() -> None:
+    async with FakeGitHubServer(poll_timeout=5.0) as gh:
+        _, encoded = await setup_scale_set(gh)
+        ctx = context(encoded)
+        first = asyncio.create_task(RunnerProgram(poll_seconds=5).run(ctx))
+        await asyncio.sleep(0.3)
+        code = await RunnerProgram(conflict_retries=1).run(context(encoded))
+        assert code == 1  # the session conflict did not clear: exit non-zero
+        ctx.stop.set()
+        assert await asyncio.wait_for(first, 10) == 0
