@@ -80,8 +80,12 @@ async def test_an_active_scheduled_override_raises_min_and_the_summary_names_its
         ],
     )
     await world.wait_replicas(4)
-    hra = await world.hra()
-    assert hra["status"]["scheduledOverridesSummary"] == (
+
+    async def summary() -> Any:
+        # the target's replicas are written before the HRA's status
+        return ((await world.hra()).get("status") or {}).get("scheduledOverridesSummary")
+
+    assert await eventually(summary, timeout=10) == (
         f"min=1 time={end.strftime('%Y-%m-%d %H:%M:%S')} +0000 UTC"
     )
 
