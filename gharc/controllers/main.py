@@ -90,7 +90,7 @@ class ControllerArgs:
     watch_namespace: str = ""
     exclude_label_propagation_prefixes: tuple[str, ...] = ()
     auto_scaler_image_pull_secrets: tuple[str, ...] = ()
-    runner_max_concurrent_reconciles: int = 2
+    runner_max_concurrent_reconciles: int = 8
     listener_metrics_addr: str = ":8080"
     listener_metrics_endpoint: str = "/metrics"
     k8s_client_qps: float = 100.0
@@ -193,8 +193,8 @@ def build_parser() -> argparse.ArgumentParser:
     add(
         "--runner-max-concurrent-reconciles",
         type=int,
-        default=2,
-        help="Workers of the EphemeralRunner controller.",
+        default=8,
+        help="Workers of the EphemeralRunner controller (ARC: 2; reconciles are async I/O).",
     )
     add(
         "--listener-metrics-addr",

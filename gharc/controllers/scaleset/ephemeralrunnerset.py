@@ -551,5 +551,6 @@ def setup(
         .named("ephemeralrunnerset")
         .for_(EPHEMERAL_RUNNER_SETS, ResourceVersionChangedPredicate())
         .owns(EPHEMERAL_RUNNERS, ResourceVersionChangedPredicate())
+        .with_options(max_concurrent_reconciles=options.runner_set_max_concurrent_reconciles)
         .complete(reconciler)
     )
