@@ -34,12 +34,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import dataclasses
 import logging
 import os
 import shlex
 import sys
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -539,43 +540,19 @@ async def run_controller(
     from gharc.controllers.scaleset.credentials import ClientResolver
     from gharc.controllers.scaleset.metrics import ControllerMetrics
     from gharc.controllers.scaleset.setup import setup_scaleset_controllers
-    from gharc.github.pool import ClientPool
-    from gharc.kube.client import KubeClient
-    from gharc.kube.events import EventRecorder
-    from gharc.kube.leaderelection import LeaderElectionConfig
-    from gharc.kube.manager import Manager
 
     options = scaleset_options(args)
-    kube = await KubeClient.from_config(
-        kubeconfig=args.kubeconfig,
-        qps=args.k8s_client_qps or None,
-        burst=args.k8s_client_burst,
-        field_manager="gharc-controller",
-    )
-    pool = ClientPool(
-        user_agent=f"{c.USER_AGENT_PREFIX}gharc-{args.build_version}",
-        transport=github_transport,
-    )
-    recorder = EventRecorder(kube, component="gharc-controller")
-    try:
-        manager_kw: dict[str, Any] = {}
-        if registry is not None:
-            manager_kw["registry"] = registry
+    async with _runtime(args, github_transport) as (kube, pool, recorder):
         # ARC's --watch-single-namespace: cache only the runners' namespace and our own
         # (where listeners live), so namespaced Roles are enough RBAC.
         scopes = (args.watch_namespace, args.controller_namespace) if args.watch_namespace else ()
-        manager = Manager(
+        manager = _manager(
+            args,
             kube,
-            namespaces=scopes,
-            metrics_address=None if args.metrics_addr in ("", "0") else args.metrics_addr,
-            health_address=args.health_probe_bind_address or None,
-            leader_election=LeaderElectionConfig(
-                args.leader_election_id, args.leader_election_namespace or args.controller_namespace
-            )
-            if args.enable_leader_election
-            else None,
+            registry=registry,
             handle_signals=handle_signals,
-            **manager_kw,
+            election_namespace=args.leader_election_namespace or args.controller_namespace,
+            namespaces=scopes,
         )
         metrics = ControllerMetrics(manager.registry)
         controllers = setup_scaleset_controllers(
@@ -597,10 +574,61 @@ async def run_controller(
             args.enable_leader_election,
         )
         await manager.run()
+
+
+@contextlib.asynccontextmanager
+async def _runtime(
+    args: ControllerArgs, github_transport: Any
+) -> AsyncIterator[tuple[Any, Any, Any]]:
+    """The Kubernetes client, GitHub client pool and event recorder of either mode."""
+    from gharc.github.pool import ClientPool
+    from gharc.kube.client import KubeClient
+    from gharc.kube.events import EventRecorder
+
+    kube = await KubeClient.from_config(
+        kubeconfig=args.kubeconfig,
+        qps=args.k8s_client_qps or None,
+        burst=args.k8s_client_burst,
+        field_manager="gharc-controller",
+    )
+    pool = ClientPool(
+        user_agent=f"{c.USER_AGENT_PREFIX}gharc-{args.build_version}",
+        transport=github_transport,
+    )
+    recorder = EventRecorder(kube, component="gharc-controller")
+    try:
+        yield kube, pool, recorder
     finally:
         await recorder.close()
         await pool.aclose()
         await kube.close()
+
+
+def _manager(
+    args: ControllerArgs,
+    kube: Any,
+    *,
+    registry: Any,
+    handle_signals: bool,
+    election_namespace: str,
+    **cache: Any,
+) -> Any:
+    """The Manager for ``args``: metrics and health addresses, optional leader election."""
+    from gharc.kube.leaderelection import LeaderElectionConfig
+    from gharc.kube.manager import Manager
+
+    extra: dict[str, Any] = {"registry": registry} if registry is not None else {}
+    return Manager(
+        kube,
+        metrics_address=None if args.metrics_addr in ("", "0") else args.metrics_addr,
+        health_address=args.health_probe_bind_address or None,
+        leader_election=LeaderElectionConfig(args.leader_election_id, election_namespace)
+        if args.enable_leader_election
+        else None,
+        handle_signals=handle_signals,
+        **cache,
+        **extra,
+    )
 
 
 async def run_legacy_controller(
@@ -623,41 +651,18 @@ async def run_legacy_controller(
     from gharc.controllers.legacy.hra_prometheus import HRAMetrics
     from gharc.controllers.legacy.metrics import LegacyMetrics
     from gharc.controllers.legacy.setup import setup_legacy_controllers
-    from gharc.github.pool import ClientPool
-    from gharc.kube.client import KubeClient
-    from gharc.kube.events import EventRecorder
-    from gharc.kube.leaderelection import LeaderElectionConfig
-    from gharc.kube.manager import Manager
     from gharc.kube.resources import PODS
 
     options = legacy_options(args)
-    kube = await KubeClient.from_config(
-        kubeconfig=args.kubeconfig,
-        qps=args.k8s_client_qps or None,
-        burst=args.k8s_client_burst,
-        field_manager="gharc-controller",
-    )
-    pool = ClientPool(
-        user_agent=f"{c.USER_AGENT_PREFIX}gharc-{args.build_version}",
-        transport=github_transport,
-    )
-    recorder = EventRecorder(kube, component="gharc-controller")
-    try:
-        manager_kw: dict[str, Any] = {}
-        if registry is not None:
-            manager_kw["registry"] = registry
-        election_ns = args.leader_election_namespace or args.controller_namespace
-        manager = Manager(
+    async with _runtime(args, github_transport) as (kube, pool, recorder):
+        manager = _manager(
+            args,
             kube,
+            registry=registry,
+            handle_signals=handle_signals,
+            election_namespace=args.leader_election_namespace or args.controller_namespace,
             namespace=args.watch_namespace or None,
             label_selectors={PODS: lc.LABEL_RUNNER},
-            metrics_address=None if args.metrics_addr in ("", "0") else args.metrics_addr,
-            health_address=args.health_probe_bind_address or None,
-            leader_election=LeaderElectionConfig(args.leader_election_id, election_ns)
-            if args.enable_leader_election
-            else None,
-            handle_signals=handle_signals,
-            **manager_kw,
         )
         controllers = setup_legacy_controllers(
             manager,
@@ -685,10 +690,6 @@ async def run_legacy_controller(
             options.runner_image,
         )
         await manager.run()
-    finally:
-        await recorder.close()
-        await pool.aclose()
-        await kube.close()
 
 
 class _NamespaceFilter:
