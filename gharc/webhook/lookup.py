@@ -12,12 +12,12 @@ case-insensitively) wins.
 from __future__ import annotations
 
 import datetime as dt
-import re
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from gharc.api.legacy import constants as lc
+from gharc.api.legacy.duration import parse_go_duration
 from gharc.kube.client import Reader
 from gharc.kube.errors import NotFound
 from gharc.kube.resources import HORIZONTAL_RUNNER_AUTOSCALERS, RUNNER_DEPLOYMENTS, RUNNER_SETS
@@ -68,27 +68,6 @@ ORGANIZATION, ENTERPRISE = 0, 1
 
 #: (owner login, repository name) -> the runner groups GitHub says the repository can use.
 VisibleGroups = Callable[[str, str], Awaitable[Sequence[RunnerGroup]]]
-
-_DURATION_PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|ms|s|m|h)")
-_UNIT = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
-
-
-def parse_go_duration(text: str) -> dt.timedelta:
-    """Go ``time.ParseDuration`` (``"30m"``, ``"1h30m"``, ``"90s"``); ValueError otherwise."""
-    s = text.strip()
-    sign = -1.0 if s.startswith("-") else 1.0
-    s = s.lstrip("+-")
-    if s == "0":
-        return dt.timedelta()
-    pos, total = 0, 0.0
-    for m in _DURATION_PART.finditer(s):
-        if m.start() != pos:
-            break
-        total += float(m.group(1)) * _UNIT[m.group(2)]
-        pos = m.end()
-    if pos != len(s) or not s:
-        raise ValueError(f"invalid duration {text!r}")
-    return dt.timedelta(seconds=sign * total)
 
 
 def trigger_duration(hra: Mapping[str, Any]) -> dt.timedelta | None:

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import datetime as dt
-import re
 from typing import Any
+
+from gharc.api.legacy.duration import parse_go_duration as parse_go_duration  # re-export
 
 
 def parse_time(value: Any) -> dt.datetime | None:
@@ -32,31 +33,3 @@ def format_time(t: dt.datetime) -> str:
 
 def from_timestamp(ts: float) -> dt.datetime:
     return dt.datetime.fromtimestamp(ts, dt.UTC)
-
-
-_DURATION_PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|ms|s|m|h)")
-_UNIT = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
-
-
-def parse_go_duration(text: str) -> dt.timedelta:
-    """Go ``time.ParseDuration`` (``"1m"``, ``"1h30m"``, ``"90s"``); ValueError otherwise.
-
-    ARC's duration flags (``--sync-period``, ``--default-scale-down-delay``) are Go
-    durations, so ARC users' arguments must parse unchanged. (``gharc.webhook.lookup`` has
-    the same parser for HRA trigger durations; the layering keeps webhook and controllers
-    from importing each other.)
-    """
-    s = text.strip()
-    sign = -1.0 if s.startswith("-") else 1.0
-    s = s.lstrip("+-")
-    if s == "0":
-        return dt.timedelta()
-    pos, total = 0, 0.0
-    for m in _DURATION_PART.finditer(s):
-        if m.start() != pos:
-            break
-        total += float(m.group(1)) * _UNIT[m.group(2)]
-        pos = m.end()
-    if pos != len(s) or not s:
-        raise ValueError(f"invalid duration {text!r}")
-    return dt.timedelta(seconds=sign * total)
