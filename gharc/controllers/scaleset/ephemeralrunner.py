@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -186,6 +187,8 @@ class EphemeralRunnerReconciler:
         self.options = options
         self.resolver = resolver
         self.recorder = recorder
+        self._cleaned: dict[str, float] = {}
+        """EphemeralRunner UIDs whose pod and secret deletes were already sent."""
 
     async def reconcile(self, request: Request) -> Result | None:
         try:
@@ -311,9 +314,17 @@ class EphemeralRunnerReconciler:
         return None
 
     async def _cleanup_resources(self, er: JSON) -> None:
-        """Delete the pod and the JIT secret (and container-hook job pods/secrets)."""
+        """Delete the pod and the JIT secret (and container-hook job pods/secrets).
+
+        Every caller is terminal (the runner is done or going away), so a runner whose
+        deletes were sent once needs no more: a done runner is reconciled again for every
+        status change until the set deletes it, and the repeated DELETEs were two of the
+        controller's ~25 API calls per job. After a restart the deletes are simply re-sent.
+        """
         m = rr.meta(er)
-        ns, name = str(m["namespace"]), str(m["name"])
+        ns, name, uid = str(m["namespace"]), str(m["name"]), str(m.get("uid") or "")
+        if uid and uid in self._cleaned:
+            return
         await self.kube.delete(PODS, c.runner_pod_name(name), namespace=ns, missing_ok=True)
         await self.kube.delete(
             SECRETS, c.runner_jit_secret_name(name), namespace=ns, missing_ok=True
@@ -324,6 +335,11 @@ class EphemeralRunnerReconciler:
                 for obj in await self.kube.list(resource, namespace=ns, label_selector=selector):
                     if not rr.is_deleting(obj):
                         await self.kube.delete(resource, obj, missing_ok=True)
+        if uid:
+            now = time.monotonic()
+            if len(self._cleaned) > 10_000:  # bounded: forget the oldest hour of runners
+                self._cleaned = {k: t for k, t in self._cleaned.items() if now - t < 3600}
+            self._cleaned[uid] = now
 
     # -- GitHub ------------------------------------------------------------------------------
 
