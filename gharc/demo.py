@@ -109,7 +109,11 @@ class Demo:
                 await self._play(world, arrivals)
                 self.report.kube_calls = await world.kube_calls()
                 self._collect(world)
-        paths = self.report.write(opts.out_dir)
+        return self.finish()
+
+    def finish(self) -> int:
+        """Write and print the report; 1 when a job was never picked up."""
+        paths = self.report.write(self.opts.out_dir)
         print()
         print(self.report.text())
         print(f"report: {paths['html']} (plot {paths['png']}, data {paths['json']})")

@@ -308,15 +308,7 @@ class LegacyDemo(Demo):
                     self.report.extra["webhook_deliveries_failed"] = sum(
                         1 for d in world.hooks.deliveries if not d.ok
                     )
-        paths = self.report.write(opts.out_dir)
-        print()
-        print(self.report.text())
-        print(f"report: {paths['html']} (plot {paths['png']}, data {paths['json']})")
-        unpicked = self.report.never_picked_up
-        if unpicked:
-            print(f"FAILED: {len(unpicked)} jobs were never picked up", file=sys.stderr)
-            return 1
-        return 0
+        return self.finish()
 
 
 def run(opts: DemoOptions) -> int:

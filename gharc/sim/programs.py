@@ -65,19 +65,31 @@ class RunnerProgram:
                 with contextlib.suppress(aiohttp.ClientError):
                     await http.post(f"{server}/_runner/disconnect", headers=auth)
                 return 0
-            rid = job["runnerRequestId"]
-            await http.post(f"{server}/_runner/jobs/{rid}/started", headers=auth)
-            duration = float(job.get("durationSeconds") or 0) / self.speedup
-            try:
-                await asyncio.wait_for(ctx.stop.wait(), timeout=duration)
-                result = "canceled"
-            except TimeoutError:
-                result = str(job.get("result") or "succeeded")
-            async with http.post(
-                f"{server}/_runner/jobs/{rid}/completed", headers=auth, json={"result": result}
-            ):
-                pass
+            await self._run_job(http, server, auth, job, ctx)
             return 0
+
+    async def _run_job(
+        self,
+        http: aiohttp.ClientSession,
+        server: str,
+        auth: dict[str, str],
+        job: dict[str, Any],
+        ctx: ContainerContext,
+    ) -> None:
+        """Report the job started, "run" it for its duration, report its result."""
+        rid = job["runnerRequestId"]
+        async with http.post(f"{server}/_runner/jobs/{rid}/started", headers=auth):
+            pass
+        duration = float(job.get("durationSeconds") or 0) / self.speedup
+        try:
+            await asyncio.wait_for(ctx.stop.wait(), timeout=duration)
+            result = "canceled"
+        except TimeoutError:
+            result = str(job.get("result") or "succeeded")
+        async with http.post(
+            f"{server}/_runner/jobs/{rid}/completed", headers=auth, json={"result": result}
+        ):
+            pass
 
     async def _connect(
         self, http: aiohttp.ClientSession, server: str, encoded: str, ctx: ContainerContext
@@ -185,28 +197,6 @@ class LegacyRunnerProgram(RunnerProgram):
                 await self._run_job(http, base, auth, job, ctx)
                 if ephemeral or ctx.stop.is_set():
                     return 0
-
-    async def _run_job(
-        self,
-        http: aiohttp.ClientSession,
-        server: str,
-        auth: dict[str, str],
-        job: dict[str, Any],
-        ctx: ContainerContext,
-    ) -> None:
-        rid = job["runnerRequestId"]
-        async with http.post(f"{server}/_runner/jobs/{rid}/started", headers=auth):
-            pass
-        duration = float(job.get("durationSeconds") or 0) / self.speedup
-        try:
-            await asyncio.wait_for(ctx.stop.wait(), timeout=duration)
-            result = "canceled"
-        except TimeoutError:
-            result = str(job.get("result") or "succeeded")
-        async with http.post(
-            f"{server}/_runner/jobs/{rid}/completed", headers=auth, json={"result": result}
-        ):
-            pass
 
 
 class ListenerProcessProgram:
