@@ -46,7 +46,7 @@ from gharc.kube.controller import Controller
 from gharc.kube.errors import NotFound
 from gharc.kube.events import NORMAL, WARNING
 from gharc.kube.labels import Selector
-from gharc.kube.predicate import ResourceVersionChangedPredicate
+from gharc.kube.predicate import GenerationChangedPredicate, ResourceVersionChangedPredicate
 from gharc.kube.reconcile import Request, Result, TerminalError
 from gharc.kube.resources import (
     HORIZONTAL_RUNNER_AUTOSCALERS,
@@ -394,9 +394,37 @@ def setup(
     )
     for resource in (RUNNER_DEPLOYMENTS, RUNNER_SETS, RUNNERS, PODS):
         manager.cache.informer(resource)
+    hras = manager.cache.informer(HORIZONTAL_RUNNER_AUTOSCALERS)
+
+    def autoscalers_of(kind: str) -> Callable[[JSON], list[Request]]:
+        """HRAs that scale this object. ARC waits for its one-minute resync when an HRA
+        is reconciled before its target is cached; our informers do not resync, so the
+        target's own events wake the HRA instead (level-triggered, no polling)."""
+
+        def mapper(obj: JSON) -> list[Request]:
+            meta = obj.get("metadata") or {}
+            ns, name = meta.get("namespace"), meta.get("name")
+            out = []
+            for hra in hras.store.list(ns):
+                ref = (hra.get("spec") or {}).get("scaleTargetRef") or {}
+                if (
+                    ref.get("name") == name
+                    and (ref.get("kind") or lc.KIND_RUNNER_DEPLOYMENT) == kind
+                ):
+                    out.append(Request(str(ns), str(hra["metadata"]["name"])))
+            return out
+
+        return mapper
+
     return (
         Builder(manager)
         .named("horizontalrunnerautoscaler")
         .for_(HORIZONTAL_RUNNER_AUTOSCALERS, ResourceVersionChangedPredicate())
+        .watches(
+            RUNNER_DEPLOYMENTS,
+            autoscalers_of(lc.KIND_RUNNER_DEPLOYMENT),
+            GenerationChangedPredicate(),
+        )
+        .watches(RUNNER_SETS, autoscalers_of(lc.KIND_RUNNER_SET), GenerationChangedPredicate())
         .complete(reconciler)
     )

@@ -46,6 +46,22 @@ async def test_queued_and_in_progress_jobs_set_the_deployments_replicas(world: H
     assert hra["status"]["lastSuccessfulScaleOutTime"]
 
 
+async def test_an_hra_created_before_its_target_acts_when_the_target_appears(
+    world: HRAWorld,
+) -> None:
+    """No resync here: the RunnerDeployment's own creation must wake its HRA."""
+    for _ in range(2):
+        world.gh.enqueue_job(DEFAULT_REPO, ["self-hosted", "linux"])
+    await world.create_hra(
+        minReplicas=1,
+        maxReplicas=10,
+        metrics=[{"type": "TotalNumberOfQueuedAndInProgressWorkflowRuns"}],
+    )
+    await asyncio.sleep(1)  # the HRA has been reconciled without a target by now
+    await world.create_rd(replicas=1, labels=["linux"])
+    await world.wait_replicas(2, timeout=10)  # well inside the 30 s sync period
+
+
 async def test_percentage_runners_busy_scales_up_by_the_factor(world: HRAWorld) -> None:
     await world.create_rd(replicas=4)
     tenant = world.gh.state.tenant_for("repo", DEFAULT_REPO)
