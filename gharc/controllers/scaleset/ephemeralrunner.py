@@ -8,7 +8,9 @@ The order of the reconcile (spec §10.1, with behaviours B2 and B5 applied):
 2. A done runner (Succeeded/Failed/Outdated) only has its pod and secret cleaned up; the
    EphemeralRunnerSet deletes the object (it must see Succeeded runners to do behaviours
    B3's finished-runner cleanup, which is why a succeeded runner is not deleted here).
-3. Finalizers, JIT config + Secret, runner id in status.
+3. Finalizers, JIT config + Secret, runner id in status. A registration is only made
+   after an uncached read shows the runner neither done nor deleting, and never next
+   to another: a lost secret's registration is removed first (issue 19 §3).
 4. The pod: created from the template after the failure backoff; a failed pod (evicted,
    OOM-killed, node lost, container or init container error) is failed fast (B2): the
    failure is recorded by pod UID, the pod deleted and re-created after the ladder, the
@@ -170,6 +172,18 @@ def pod_ready(pod: Mapping[str, Any]) -> bool:
 # --- the reconciler ----------------------------------------------------------------------
 
 
+@dataclass(frozen=True, slots=True)
+class _JitSecret:
+    """What ``_ensure_jit_secret`` found: the runner as last read, its secret (``None``
+    with ``result`` to return when there is none to go on with), and whether ``er`` came
+    from the API server rather than the cache."""
+
+    er: JSON
+    secret: JSON | None
+    result: Result | None = None
+    fresh: bool = False
+
+
 class EphemeralRunnerReconciler:
     """See the module docstring. ``cache`` serves EphemeralRunners and Pods; Secrets are
     read uncached through ``kube`` (the controller does not watch Secrets)."""
@@ -219,16 +233,18 @@ class EphemeralRunnerReconciler:
             # NB: the common case (a pod status change) needs no Secret read at all.
             return await self._follow_pod(er, pod)
 
-        secret, result = await self._ensure_jit_secret(er)
-        if secret is None:
-            return result
-        if rr.runner_id(er) == 0:
-            data = rr.decode_data(secret)
-            rid = rr.int_or(data.get(rr.SECRET_KEY_RUNNER_ID))
-            if rid <= 0:
-                log.warning("JIT secret of %s has no runner id; re-creating it", request)
-                await self.kube.delete(SECRETS, secret, missing_ok=True)
-                return Result(requeue=True)
+        jit = await self._ensure_jit_secret(er)
+        if jit.secret is None:
+            return jit.result
+        er, secret, fresh = jit.er, jit.secret, jit.fresh
+        data = rr.decode_data(secret)
+        rid = rr.int_or(data.get(rr.SECRET_KEY_RUNNER_ID))
+        if rid <= 0:
+            log.warning("JIT secret of %s has no runner id; re-creating it", request)
+            await self.kube.delete(SECRETS, secret, missing_ok=True)
+            return Result(requeue=True)
+        if rr.runner_id(er) != rid:
+            # Status names the registration the secret holds: the one RemoveRunner removes.
             er = await self.kube.patch_status(
                 EPHEMERAL_RUNNERS,
                 er,
@@ -239,9 +255,10 @@ class EphemeralRunnerReconciler:
                     }
                 },
             )
+            fresh = True
 
         if pod is None:
-            return await self._create_pod(er, secret)
+            return await self._create_pod(er, secret, fresh=fresh)
         return await self._follow_pod(er, pod)
 
     # -- finalizers and deletion ---------------------------------------------------------
@@ -347,24 +364,48 @@ class EphemeralRunnerReconciler:
         ns = str(rr.meta(er)["namespace"])
         return await self.resolver.client_for(GitHubTarget.from_spec(ns, rr.spec_of(er)))
 
-    async def _ensure_jit_secret(self, er: JSON) -> tuple[JSON | None, Result | None]:
-        """The JIT secret, created (with a fresh registration) when missing."""
+    async def _ensure_jit_secret(self, er: JSON) -> _JitSecret:
+        """The JIT secret, created (with a fresh registration) when missing.
+
+        A missing secret is the one place a registration is made, so whether to make one is
+        decided on the EphemeralRunner as the API server has it, read after the secret was
+        found missing, never on the cache: the done phase (or the deletion timestamp) is
+        written before the secret is deleted, so a runner that finished is never registered
+        again however stale the cache (issue 19 §3). A live runner whose status already
+        names a registration lost its secret; that registration is removed first, so a
+        runner never has two. The read replaces the one ``_create_pod`` would make, so the
+        first registration costs no extra call.
+        """
         m = rr.meta(er)
         name, ns = str(m["name"]), str(m["namespace"])
         try:
-            return await self.kube.get(SECRETS, c.runner_jit_secret_name(name), namespace=ns), None
+            secret = await self.kube.get(SECRETS, c.runner_jit_secret_name(name), namespace=ns)
+            return _JitSecret(er, secret)
         except kerr.NotFound:
             pass
+        try:
+            er = await self.kube.get(EPHEMERAL_RUNNERS, name, namespace=ns)
+        except kerr.NotFound:
+            return _JitSecret(er, None)
+        if rr.is_deleting(er):
+            return _JitSecret(er, None, await self._finalize(er))
+        if rr.runner_is_done(er):
+            await self._cleanup_resources(er)
+            return _JitSecret(er, None)
         try:
             client = await self._client(er)
         except ConfigurationError as err:
             await emit(self.recorder, er, WARNING, err.reason, err.message)
-            return None, Result(requeue_after=CONFIGURATION_REQUEUE)
+            return _JitSecret(er, None, Result(requeue_after=CONFIGURATION_REQUEUE))
+        if rr.runner_id(er):
+            retired = await self._retire_registration(er, client)
+            if retired is not None:
+                return _JitSecret(er, None, retired)
         scale_set_id = rr.int_or(rr.spec_of(er).get("runnerScaleSetId"))
         try:
             jit = await client.generate_jit_runner_config(scale_set_id, name, rr.work_folder(er))
         except gh.AgentExists:
-            return None, await self._resolve_name_conflict(er, client, scale_set_id)
+            return _JitSecret(er, None, await self._resolve_name_conflict(er, client, scale_set_id))
         secret = rr.new_jit_secret(
             er,
             encoded_jit_config=jit.encoded_jit_config,
@@ -376,11 +417,31 @@ class EphemeralRunnerReconciler:
         try:
             created = await self.kube.create(SECRETS, secret)
         except kerr.AlreadyExists:
-            return None, Result(requeue=True)
+            return _JitSecret(er, None, Result(requeue=True))
         await emit(
             self.recorder, er, NORMAL, "RunnerRegistered", f"registered runner {jit.runner.id}"
         )
-        return created, None
+        return _JitSecret(er, created, fresh=True)
+
+    async def _retire_registration(self, er: JSON, client: ActionsClient) -> Result | None:
+        """Remove the registration a live runner's status names, whose JIT secret is gone
+        (deleted by hand, or corrupted): its config cannot be read back, so it is removed
+        rather than left offline at GitHub next to a new one. ``None`` when it is gone."""
+        rid = rr.runner_id(er)
+        try:
+            await client.remove_runner(rid)
+        except gh.AgentNotFound:
+            pass
+        except gh.JobStillRunning:
+            return Result(requeue_after=JOB_STILL_RUNNING_REQUEUE)
+        await emit(
+            self.recorder,
+            er,
+            WARNING,
+            "RegistrationLost",
+            f"the JIT secret of runner {rid} is gone; removed the registration to make a new one",
+        )
+        return None
 
     async def _resolve_name_conflict(
         self, er: JSON, client: ActionsClient, scale_set_id: int
@@ -425,16 +486,17 @@ class EphemeralRunnerReconciler:
         ladder = self.options.runner_failure_backoff
         return float(ladder[min(failures, len(ladder) - 1)]) if ladder else 0.0
 
-    async def _create_pod(self, er: JSON, secret: JSON) -> Result | None:
-        # NB: uncached: the failure that deleted the previous pod was written moments ago,
-        # and its pod-deleted event often arrives before the cache has the new failures; a
-        # stale read would skip the backoff (behaviours B2).
-        try:
-            er = await self.kube.get(
-                EPHEMERAL_RUNNERS, rr.meta(er)["name"], namespace=rr.meta(er)["namespace"]
-            )
-        except kerr.NotFound:
-            return None
+    async def _create_pod(self, er: JSON, secret: JSON, *, fresh: bool = False) -> Result | None:
+        # NB: uncached (unless ``er`` was just read or written): the failure that deleted the
+        # previous pod was written moments ago, and its pod-deleted event often arrives
+        # before the cache has the new failures; a stale read would skip the backoff (B2).
+        if not fresh:
+            try:
+                er = await self.kube.get(
+                    EPHEMERAL_RUNNERS, rr.meta(er)["name"], namespace=rr.meta(er)["namespace"]
+                )
+            except kerr.NotFound:
+                return None
         if rr.is_deleting(er) or rr.runner_is_done(er):
             return Result(requeue=True)
         failures = rr.status_of(er).get("failures") or {}
