@@ -99,6 +99,8 @@ class _PodRun:
     name: str
     task: asyncio.Task[None] | None = None
     ctx: ContainerContext | None = None
+    program: asyncio.Task[int] | None = None
+    """The container's program while it runs (its process, for a listener)."""
     fault: _Fault | None = None
     fault_event: asyncio.Event = field(default_factory=asyncio.Event)
     deleting: bool = False
@@ -135,6 +137,9 @@ class KubeletSimulator:
         self._slow_pulls: list[float] = []
         self._runs: dict[str, _PodRun] = {}
         self._tasks: list[asyncio.Task[None]] = []
+        self._pod_tasks: set[asyncio.Task[None]] = set()
+        """Every pod's task, including pods already forgotten whose program is still
+        being killed: ``stop`` waits for all of them."""
         self._stopping = False
         self.pods_started = 0
 
@@ -153,16 +158,25 @@ class KubeletSimulator:
             self._tasks.append(asyncio.create_task(self._watch(ns), name=f"kubelet-watch-{ns}"))
 
     async def stop(self) -> None:
+        """Stop every container as a node shutting down does, and wait until they are gone.
+
+        Programs get SIGTERM (``ctx.stop``) and up to ``max_grace_seconds`` to exit; then
+        the pod tasks are cancelled, which kills what is left (a listener's whole process
+        group) and waits for it. No process of the simulator outlives this call.
+        """
         self._stopping = True
         for t in self._tasks:
             t.cancel()
-        for run in list(self._runs.values()):
+        programs = [r.program for r in self._runs.values() if r.program and not r.program.done()]
+        for run in self._runs.values():
             if run.ctx is not None:
                 run.ctx.stop.set()
-            if run.task is not None:
-                run.task.cancel()
-        pending = [t for t in self._tasks] + [r.task for r in self._runs.values() if r.task]
-        await asyncio.gather(*pending, return_exceptions=True)
+        if programs:
+            await asyncio.wait(programs, timeout=self.max_grace_seconds)
+        pods = list(self._pod_tasks)
+        for task in pods:
+            task.cancel()
+        await asyncio.gather(*self._tasks, *pods, return_exceptions=True)
         self._runs.clear()
 
     async def _register_node(self) -> None:
@@ -271,6 +285,8 @@ class KubeletSimulator:
             run = _PodRun(uid=uid, namespace=meta["namespace"], name=meta["name"])
             self._runs[uid] = run
             run.task = asyncio.create_task(self._run_pod(run, pod), name=f"pod-{meta['name']}")
+            self._pod_tasks.add(run.task)
+            run.task.add_done_callback(self._pod_tasks.discard)
             return
         if meta.get("deletionTimestamp") and not run.deleting:
             run.deleting = True
@@ -317,32 +333,17 @@ class KubeletSimulator:
         started = now_rfc3339()
         await self._patch_status(ns, name, self._running_status(pod, containers, started))
         self.pods_started += 1
-        prog_task = asyncio.create_task(program.run(ctx))
-        fault_wait = asyncio.create_task(run.fault_event.wait())
-        done, _ = await asyncio.wait({prog_task, fault_wait}, return_when=asyncio.FIRST_COMPLETED)
-        fault_wait.cancel()
-        exit_code: int
-        reason: str
-        if prog_task in done:
-            try:
-                exit_code = prog_task.result()
-            except Exception:
-                log.exception("program of %s/%s crashed", ns, name)
-                exit_code = 1
-            reason = "Completed" if exit_code == 0 else "Error"
-        elif run.fault is not None:
-            prog_task.cancel()
-            ctx.stop.set()
-            exit_code, reason = run.fault.exit_code, run.fault.reason
-        else:  # deletion: SIGTERM, wait out the grace period, then SIGKILL
-            try:
-                exit_code = await asyncio.wait_for(prog_task, timeout=max(run.grace_seconds, 0.01))
-                reason = "Completed" if exit_code == 0 else "Error"
-            except (TimeoutError, asyncio.CancelledError):
-                exit_code, reason = 137, "Error"
-            except Exception:
-                exit_code, reason = 1, "Error"
-        await asyncio.gather(prog_task, return_exceptions=True)
+        prog_task = run.program = asyncio.create_task(program.run(ctx))
+        try:
+            exit_code, reason = await self._until_exit(run, prog_task)
+        finally:
+            # NB: a fault, a deletion past its grace period, ``stop`` or a forgotten pod all
+            # end here; the program is cancelled (a process is killed) and awaited, so the
+            # container is really gone before its status says so.
+            if not prog_task.done():
+                prog_task.cancel()
+                ctx.stop.set()
+            await asyncio.gather(prog_task, return_exceptions=True)
         finished = now_rfc3339()
         restart = pod["spec"].get("restartPolicy", "Always")
         pod_phase = "Succeeded" if exit_code == 0 else "Failed"
@@ -356,6 +357,33 @@ class KubeletSimulator:
         await self._patch_status(ns, name, status)
         if run.deleting:
             await self._final_delete(ns, name, run.uid)
+
+    async def _until_exit(self, run: _PodRun, prog_task: asyncio.Task[int]) -> tuple[int, str]:
+        """The container's exit code and reason: its own, a fault's, or a deletion's."""
+        fault_wait = asyncio.create_task(run.fault_event.wait())
+        try:
+            done, _ = await asyncio.wait(
+                {prog_task, fault_wait}, return_when=asyncio.FIRST_COMPLETED
+            )
+        finally:
+            fault_wait.cancel()
+        if prog_task in done:
+            try:
+                exit_code = prog_task.result()
+            except Exception:
+                log.exception("program of %s/%s crashed", run.namespace, run.name)
+                exit_code = 1
+            return exit_code, "Completed" if exit_code == 0 else "Error"
+        if run.fault is not None:
+            return run.fault.exit_code, run.fault.reason  # the caller kills the program
+        # deletion: SIGTERM, wait out the grace period, then SIGKILL
+        try:
+            exit_code = await asyncio.wait_for(prog_task, timeout=max(run.grace_seconds, 0.01))
+        except TimeoutError:
+            return 137, "Error"
+        except Exception:
+            return 1, "Error"
+        return exit_code, "Completed" if exit_code == 0 else "Error"
 
     async def _wait_or_interrupted(self, run: _PodRun, seconds: float) -> bool:
         try:

@@ -29,6 +29,7 @@ from kubernetes_asyncio import client
 from gharc.api.legacy import constants as lc
 from gharc.api.scaleset import constants as c
 from gharc.sim.kubelet import ContainerContext, ProgramFactory
+from gharc.sim.processes import child_options, kill_group
 
 log = logging.getLogger(__name__)
 
@@ -205,11 +206,25 @@ class ListenerProcessProgram:
     Secret volumes are written to a private folder and ``LISTENER_CONFIG_PATH`` is pointed
     at it. The process reaches the API server as the pod's service account (a token from
     the TokenRequest API), so the listener's narrow RBAC is exercised for real.
+
+    The process lives exactly as long as the container: it is sent SIGTERM when the
+    kubelet stops the container, and its whole process group is killed and reaped when the
+    run ends for any other reason (a crash, eviction, OOM kill or node loss cancels the
+    run), so a "crashed" listener never keeps serving next to its successor. It has its
+    own process group and dies with the simulator (:mod:`gharc.sim.processes`).
+    ``command`` replaces ``python -m gharc listener`` (tests run a stand-in process).
     """
 
-    def __init__(self, api: client.ApiClient, *, extra_env: dict[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        api: client.ApiClient,
+        *,
+        extra_env: dict[str, str] | None = None,
+        command: list[str] | None = None,
+    ) -> None:
         self._api = api
         self._extra_env = extra_env or {}
+        self._command = command or [sys.executable, "-m", "gharc", "listener"]
 
     async def _service_account_kubeconfig(self, ctx: ContainerContext, folder: Path) -> Path:
         sa = ctx.pod["spec"].get("serviceAccountName") or "default"
@@ -247,33 +262,38 @@ class ListenerProcessProgram:
             env["KUBECONFIG"] = str(await self._service_account_kubeconfig(ctx, folder))
             env.setdefault("HOSTNAME", ctx.name)
             proc = await asyncio.create_subprocess_exec(
-                sys.executable,
-                "-m",
-                "gharc",
-                "listener",
+                *self._command,
                 env=env,
                 stdout=asyncio.subprocess.PIPE,
                 stderr=asyncio.subprocess.STDOUT,
+                **child_options(),
             )
             pump = asyncio.create_task(self._pump(ctx.name, proc))
-            stop = asyncio.create_task(ctx.stop.wait())
-            waiter = asyncio.create_task(proc.wait())
-            done, _ = await asyncio.wait({waiter, stop}, return_when=asyncio.FIRST_COMPLETED)
-            if stop in done and waiter not in done:
-                with contextlib.suppress(ProcessLookupError):
-                    proc.send_signal(signal.SIGTERM)
-            else:
-                stop.cancel()
             try:
-                code = await waiter
-            except asyncio.CancelledError:
-                with contextlib.suppress(ProcessLookupError):
-                    proc.kill()
-                await proc.wait()
-                raise
+                code = await self._supervise(proc, ctx)
             finally:
+                # NB: here, not only on the normal path: a fault cancels this task, and the
+                # process must be dead (and reaped) before the kubelet reports the container
+                # terminated. Any process the listener forked goes with it.
+                await kill_group(proc)
                 await asyncio.gather(pump, return_exceptions=True)
             return code if code >= 0 else 128 - code
+
+    @staticmethod
+    async def _supervise(proc: asyncio.subprocess.Process, ctx: ContainerContext) -> int:
+        """Wait for the process to exit; SIGTERM it when the kubelet stops the container
+        (the grace period is the kubelet's to enforce: it cancels this run)."""
+        stop = asyncio.create_task(ctx.stop.wait())
+        waiter = asyncio.create_task(proc.wait())
+        try:
+            done, _ = await asyncio.wait({waiter, stop}, return_when=asyncio.FIRST_COMPLETED)
+            if waiter not in done:
+                with contextlib.suppress(ProcessLookupError):
+                    proc.send_signal(signal.SIGTERM)
+            return await waiter
+        finally:
+            stop.cancel()
+            waiter.cancel()
 
     @staticmethod
     async def _pump(name: str, proc: asyncio.subprocess.Process) -> None:

@@ -33,6 +33,7 @@ from typing import IO, Any, cast
 
 import yaml
 
+from gharc.sim.processes import child_options
 from gharc.testing.certs import TinyCA
 
 log = logging.getLogger(__name__)
@@ -157,7 +158,10 @@ class ControlPlane:
             args,
             stdout=None if attach else out,
             stderr=None if attach else subprocess.STDOUT,
-            start_new_session=True,
+            # Own group, and killed with the thread that spawns it (``start`` runs in the
+            # loop's executor, whose threads live until the loop closes): a killed test run
+            # leaves no etcd or kube-apiserver behind.
+            **child_options(),
         )
         self._procs.append((name, proc, out))
         return proc

@@ -29,6 +29,7 @@ from kubernetes_asyncio import client, config
 
 from gharc.sim.github import FakeGitHubServer
 from gharc.sim.kubelet import KubeletSimulator
+from gharc.sim.processes import child_options
 from gharc.sim.programs import RunnerProgram, default_programs
 from gharc.testing.controlplane import free_port
 
@@ -199,6 +200,7 @@ class World:
             env=env,
             stdout=self._controller_log or asyncio.subprocess.DEVNULL,
             stderr=asyncio.subprocess.STDOUT,
+            **child_options(),  # dies with the test process, never left reconciling
         )
 
     async def stop_controller(self) -> int | None:
