@@ -39,6 +39,7 @@ import dataclasses
 import logging
 import os
 import shlex
+import socket
 import sys
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -91,6 +92,7 @@ class ControllerArgs:
     watch_namespace: str = ""
     exclude_label_propagation_prefixes: tuple[str, ...] = ()
     auto_scaler_image_pull_secrets: tuple[str, ...] = ()
+    allow_unrestricted_listener_template: bool = False
     runner_max_concurrent_reconciles: int = 8
     listener_metrics_addr: str = ":8080"
     listener_metrics_endpoint: str = "/metrics"
@@ -98,6 +100,9 @@ class ControllerArgs:
     k8s_client_burst: int = 600
     kubeconfig: str | None = None
     build_version: str = "dev"
+    listener_mode: str = "InProcess"
+    """``--listener-mode``: ``InProcess`` (listeners are tasks of the elected controller) or
+    ``Pod`` (one listener pod per scale set, as ARC)."""
     # -- legacy mode (actions.summerwind.dev) --------------------------------------------
     github_token: str = ""
     github_app_id: str = ""
@@ -192,6 +197,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="imagePullSecrets of listener pods (repeatable or comma-separated).",
     )
     add(
+        "--allow-unrestricted-listener-template",
+        action="store_true",
+        help="Merge any listenerTemplate into listener pods, as ARC does (extra containers, "
+        "volumes, host namespaces, security contexts). Listener pods run in the controller's "
+        "namespace: single-tenant clusters only (docs/security.md).",
+    )
+    add(
         "--runner-max-concurrent-reconciles",
         type=int,
         default=8,
@@ -203,6 +215,14 @@ def build_parser() -> argparse.ArgumentParser:
         help='Metrics address written into listener configs; "0" disables.',
     )
     add("--listener-metrics-endpoint", default="/metrics", help="Listener metrics path.")
+    add(
+        "--listener-mode",
+        default="InProcess",
+        choices=["InProcess", "Pod"],
+        help="InProcess (default): every scale set's listener runs as a task of the elected "
+        "controller, and a standby replica takes over their sessions; Pod: one listener pod "
+        "per scale set in the controller's namespace, as ARC does.",
+    )
     add(
         "--k8s-client-rate-limiter-qps",
         type=float,
@@ -331,6 +351,7 @@ def parse_args(argv: Sequence[str], environ: Mapping[str, str] | None = None) ->
         watch_namespace=ns.watch_single_namespace or ns.watch_namespace,
         exclude_label_propagation_prefixes=tuple(ns.exclude_label_propagation_prefix),
         auto_scaler_image_pull_secrets=pull_secrets,
+        allow_unrestricted_listener_template=ns.allow_unrestricted_listener_template,
         runner_max_concurrent_reconciles=ns.runner_max_concurrent_reconciles,
         listener_metrics_addr=ns.listener_metrics_addr,
         listener_metrics_endpoint=ns.listener_metrics_endpoint,
@@ -338,6 +359,7 @@ def parse_args(argv: Sequence[str], environ: Mapping[str, str] | None = None) ->
         k8s_client_burst=ns.k8s_client_rate_limiter_burst,
         kubeconfig=ns.kubeconfig,
         build_version=env.get(ENV_BUILD_VERSION, "").strip() or "dev",
+        listener_mode=ns.listener_mode,
         **legacy_kw,
     )
 
@@ -503,6 +525,7 @@ def scaleset_options(args: ControllerArgs) -> Any:
         listener_image=args.listener_image,
         listener_command=args.listener_command,
         listener_image_pull_secrets=args.auto_scaler_image_pull_secrets,
+        allow_unrestricted_listener_template=args.allow_unrestricted_listener_template,
         listener_metrics_addr=args.listener_metrics_addr,
         listener_metrics_endpoint=args.listener_metrics_endpoint,
         log_level=args.log_level,
@@ -510,6 +533,7 @@ def scaleset_options(args: ControllerArgs) -> Any:
         exclude_label_propagation_prefixes=args.exclude_label_propagation_prefixes,
         runner_max_concurrent_reconciles=args.runner_max_concurrent_reconciles,
         build_version=args.build_version,
+        listener_mode=args.listener_mode,
     )
     return dataclasses.replace(options, **args.option_overrides)
 
@@ -540,7 +564,9 @@ async def run_controller(
         return
     from gharc.controllers.scaleset.credentials import ClientResolver
     from gharc.controllers.scaleset.metrics import ControllerMetrics
+    from gharc.controllers.scaleset.options import LISTENER_MODE_IN_PROCESS
     from gharc.controllers.scaleset.setup import setup_scaleset_controllers
+    from gharc.listener.host import ListenerHost
 
     options = scaleset_options(args)
     async with _runtime(args, github_transport) as (kube, pool, recorder):
@@ -556,8 +582,15 @@ async def run_controller(
             namespaces=scopes,
         )
         metrics = ControllerMetrics(manager.registry)
+        host = None
+        if options.listener_mode == LISTENER_MODE_IN_PROCESS:
+            host = ListenerHost(
+                kube,
+                identity=socket.gethostname() or "gharc-controller",
+                ladder=options.listener_failure_backoff,
+            )
         controllers = setup_scaleset_controllers(
-            manager, options, ClientResolver(kube, pool), metrics, recorder
+            manager, options, ClientResolver(kube, pool), metrics, recorder, host=host
         )
         if args.watch_namespace and args.watch_namespace != args.controller_namespace:
             # The cache also holds the controller's namespace (listeners live there); an
@@ -569,8 +602,10 @@ async def run_controller(
         if on_manager is not None:
             on_manager(manager)
         log.info(
-            "gharc controller starting: namespace %s, listener image %s, leader election %s",
+            "gharc controller starting: namespace %s, listeners %s (image %s), leader "
+            "election %s",
             args.controller_namespace,
+            args.listener_mode,
             args.listener_image,
             args.enable_leader_election,
         )

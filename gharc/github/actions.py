@@ -100,6 +100,7 @@ class ActionsClient:
         clock: Clock = time.time,
         rest: RestClient | None = None,
         admin_refresh_margin: float = 60.0,
+        limits: httpx.Limits | None = None,
     ) -> None:
         self.config = config
         metrics = metrics or default_metrics()
@@ -121,6 +122,7 @@ class ActionsClient:
             user_agent=user_agent,
             ca_bundle=ca_bundle,
             transport=transport,
+            limits=limits,
         )
         self._sender = Sender(self._http, policy=retry, sleep=sleep, clock=clock)
         self._clock = clock

@@ -36,8 +36,10 @@ class ClientPool:
         retry: RetryPolicy | None = None,
         sleep: Sleep | None = None,
         clock: Clock = time.time,
+        limits: httpx.Limits | None = None,
     ) -> None:
         self._metrics = metrics or default_metrics()
+        self._limits = limits
         self._kw = {
             "user_agent": user_agent,
             "transport": transport,
@@ -85,6 +87,7 @@ class ClientPool:
                 ca_bundle=ca_bundle,
                 metrics=self._metrics,
                 rest=self.get_rest(cfg, credentials, ca_bundle=ca_bundle),
+                limits=self._limits,
                 **self._kw,  # type: ignore[arg-type]
             )
             self._actions[key] = client

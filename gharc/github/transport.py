@@ -196,6 +196,7 @@ def make_http_client(
     transport: httpx.AsyncBaseTransport | None = None,
     cache: AsyncBaseStorage | None = None,
     timeout: float = 30.0,
+    limits: httpx.Limits | None = None,
 ) -> httpx.AsyncClient:
     """An ``httpx.AsyncClient`` with metrics, optional RFC 9111 cache and env proxies.
 
@@ -215,13 +216,16 @@ def make_http_client(
     from httpx._utils import get_environment_proxies  # httpx's NO_PROXY-aware parser
 
     verify = ssl_context(ca_bundle)
+    pool: dict[str, Any] = {"limits": limits} if limits is not None else {}
     mounts: dict[str, httpx.AsyncBaseTransport | None] = {}
     for pattern, proxy in get_environment_proxies().items():
         mounts[pattern] = (
-            wrap(httpx.AsyncHTTPTransport(verify=verify, proxy=proxy)) if proxy else None
+            wrap(httpx.AsyncHTTPTransport(verify=verify, proxy=proxy, **pool))
+            if proxy
+            else None
         )
     return httpx.AsyncClient(
-        transport=wrap(httpx.AsyncHTTPTransport(verify=verify)),
+        transport=wrap(httpx.AsyncHTTPTransport(verify=verify, **pool)),
         mounts=mounts,
         headers=headers,
         timeout=timeout,

@@ -9,7 +9,8 @@ handlers and turns the outcome into an exit code:
   listener gets the session at once instead of waiting out a 409;
 * 1: a deterministic failure (bad credentials, scale set gone, rate limit far away, session
   held by someone else), printed as one line. The AutoscalingListener controller's restart
-  backoff (behaviours.md B1) paces the retry, not this process;
+  backoff (behaviours.md B1) paces the retry, not this process. The session is left open
+  and recorded on the EphemeralRunnerSet: the next listener resumes it (see ``session``);
 * 2: the config is invalid (see ``__main__``).
 """
 
@@ -65,6 +66,7 @@ class Listener:
         owner: str | None = None,
         rng: random.Random | None = None,
         step_attempts: int = 5,
+        on_session: Callable[[str], None] | None = None,
     ) -> None:
         self.cfg = cfg
         self.api = api
@@ -81,7 +83,15 @@ class Listener:
             config_url=cfg.configure_url,
             sleep=self.sleep,
             rng=self.rng,
+            record=patcher if hasattr(patcher, "recorded_session") else None,  # type: ignore[arg-type]
         )
+        self.on_session = on_session
+        self.on_message: Callable[[], None] | None = None
+        """Called after each handled message (the in-process host reports activity)."""
+        self.keep_session_on_stop = False
+        """A stop leaves the session open and recorded (a restart that resumes it)."""
+        self.last_message_at: float | None = None
+        """Loop time of the last message handled (the in-process host reports it)."""
         self.handler = MessageHandler(
             self.sessions, patcher, self.scaler, metrics=metrics, retry=self._retry
         )
@@ -146,8 +156,18 @@ class Listener:
             )
         except Stopped:
             return
+        if self.on_session is not None:
+            self.on_session(session.session_id)
         answering: asyncio.Task[None] | None = None
         try:
+            if session.statistics is None:
+                # A resumed session may come back without statistics: read them fresh.
+                rss = await self._retry(
+                    "read statistics",
+                    lambda: self.api.get_runner_scale_set_by_id(cfg.runner_scale_set_id),
+                )
+                if rss is not None:
+                    self.handler.record_statistics(rss.statistics)
             self.handler.record_statistics(session.statistics)
             await self.publish()
             markers = getattr(self.patcher, "cleanup_markers", None)
@@ -168,7 +188,9 @@ class Listener:
             if answering is not None:
                 answering.cancel()
                 await asyncio.gather(answering, return_exceptions=True)
-            self.session_deleted = await self._close_session()
+            if self.stopping and not self.keep_session_on_stop:
+                self.session_deleted = await self._close_session()
+            # Otherwise the session stays open and recorded: the successor resumes it.
 
     async def _answer_cleanups(self, markers: AsyncIterator[int]) -> None:
         """Answer the set's finished-runner cleanup marker with a fresh count (B3).
@@ -247,6 +269,9 @@ class Listener:
                 continue
             self.messages += 1
             self.last_message_id = msg.message_id
+            self.last_message_at = asyncio.get_running_loop().time()
+            if self.on_message is not None:
+                self.on_message()
             log.debug("message %d: %s", msg.message_id, result)
             await self.publish()
 

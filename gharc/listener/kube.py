@@ -1,11 +1,12 @@
-"""The two Kubernetes writes the listener makes, behind a small seam.
+"""The listener's Kubernetes writes, behind a small seam, over ``gharc.kube``'s client.
 
 The listener's service account may only patch its EphemeralRunnerSet and EphemeralRunner
-status (scaleset-controllers.md §8.3), so it needs no informers, no cache and no controller
-machinery: two JSON merge patches. :class:`RunnerSetPatcher` is what the loop codes against,
-so unit tests use a dict fake and the process uses :class:`KubePatcher`
-(``kubernetes_asyncio``'s CustomObjectsApi, kubeconfig from ``$KUBECONFIG`` when set, else
-in-cluster, via ``gharc.kube.config``).
+status (scaleset-controllers.md §8.3), so it needs no informers and no controller machinery:
+two JSON merge patches, one annotation for the message session, and (optionally) a watch of
+its own EphemeralRunnerSet for cleanup markers. :class:`RunnerSetPatcher` is what the loop
+codes against, so unit tests use a dict fake; both the listener process and the controller's
+in-process listeners use :class:`KubePatcher` over :class:`gharc.kube.client.KubeClient`
+(one client, one error vocabulary, one request counter for every Kubernetes call gharc makes).
 """
 
 from __future__ import annotations
@@ -15,24 +16,18 @@ import logging
 from collections.abc import AsyncIterator
 from typing import Any, Protocol
 
-import aiohttp
-
-from gharc.api.scaleset.constants import (
-    GROUP,
-    PLURAL_EPHEMERAL_RUNNER_SETS,
-    PLURAL_EPHEMERAL_RUNNERS,
-    VERSION,
-)
+from gharc.api.scaleset.constants import ANNOTATION_MESSAGE_SESSION_ID
+from gharc.kube.client import KubeClient
+from gharc.kube.errors import ApiError, Forbidden, NotFound
+from gharc.kube.resources import EPHEMERAL_RUNNER_SETS, EPHEMERAL_RUNNERS
 
 __all__ = ["KubePatchError", "KubePatcher", "RunnerNotFound", "RunnerSetPatcher", "job_status"]
 
 log = logging.getLogger("gharc.listener.kube")
 
-_MERGE_PATCH = "application/merge-patch+json"
-
 
 class KubePatchError(Exception):
-    """A patch failed; ``status`` is the HTTP status (None for a transport error)."""
+    """A Kubernetes call failed; ``status`` is the HTTP status (None for a transport error)."""
 
     def __init__(self, message: str, status: int | None = None) -> None:
         super().__init__(message)
@@ -55,6 +50,20 @@ class RunnerSetPatcher(Protocol):
         ...
 
     async def aclose(self) -> None: ...
+
+
+class SessionRecord(Protocol):
+    """Optional: where a listener leaves its message session id for its successor.
+
+    A listener that dies without deleting its session (SIGKILL, OOM, node loss, a lost
+    leader) leaves the session alive at GitHub, and the service refuses a second one with
+    409 until it expires. Its successor reads the id recorded here and takes the session
+    over instead of waiting minutes for the expiry.
+    """
+
+    async def recorded_session(self) -> str | None: ...
+
+    async def record_session(self, session_id: str | None) -> None: ...
 
 
 class CleanupMarkerSource(Protocol):
@@ -91,37 +100,42 @@ def job_status(
     return {k: v for k, v in fields.items() if v not in ("", 0, None)}
 
 
+def marker_of(runner_set: dict[str, Any]) -> int | None:
+    """The cleanup marker of an EphemeralRunnerSet object, if it has one."""
+    value = (runner_set.get("status") or {}).get("finishedRunnerCleanupPatchID")
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
 class KubePatcher:
-    """:class:`RunnerSetPatcher` over ``kubernetes_asyncio``; owns its ApiClient."""
+    """:class:`RunnerSetPatcher`, :class:`SessionRecord` and a marker watch over a KubeClient.
 
-    def __init__(self, api_client: Any, namespace: str, runner_set_name: str) -> None:
-        from kubernetes_asyncio import client
+    ``kube`` is either a :class:`KubeClient` (shared: the controller's) or a
+    kubernetes_asyncio ApiClient (wrapped; closed by :meth:`aclose`).
+    """
 
-        self._api_client = api_client
-        self._api: Any = client.CustomObjectsApi(api_client)
+    def __init__(self, kube: Any, namespace: str, runner_set_name: str) -> None:
+        self._owns = not isinstance(kube, KubeClient)
+        self.kube: KubeClient = (
+            kube if isinstance(kube, KubeClient) else KubeClient(kube, owns_api_client=True)
+        )
         self.namespace = namespace
         self.runner_set_name = runner_set_name
 
     @classmethod
     async def connect(cls, namespace: str, runner_set_name: str) -> KubePatcher:
         """Kubeconfig from ``$KUBECONFIG`` (or ~/.kube/config), else the service account."""
-        from gharc.kube.config import new_api_client
-
-        return cls(await new_api_client(pool_size=4), namespace, runner_set_name)
+        kube = await KubeClient.from_config(pool_size=4, field_manager="gharc-listener")
+        patcher = cls(kube, namespace, runner_set_name)
+        patcher._owns = True
+        return patcher
 
     async def patch_replicas(self, replicas: int, patch_id: int) -> None:
         body = {"spec": {"replicas": replicas, "patchID": patch_id}}
         await self._call(
             "EphemeralRunnerSet",
             self.runner_set_name,
-            self._api.patch_namespaced_custom_object(
-                GROUP,
-                VERSION,
-                self.namespace,
-                PLURAL_EPHEMERAL_RUNNER_SETS,
-                self.runner_set_name,
-                body,
-                _content_type=_MERGE_PATCH,
+            self.kube.merge_patch(
+                EPHEMERAL_RUNNER_SETS, self.runner_set_name, body, namespace=self.namespace
             ),
         )
 
@@ -129,14 +143,27 @@ class KubePatcher:
         await self._call(
             "EphemeralRunner",
             runner_name,
-            self._api.patch_namespaced_custom_object_status(
-                GROUP,
-                VERSION,
-                self.namespace,
-                PLURAL_EPHEMERAL_RUNNERS,
-                runner_name,
-                {"status": status},
-                _content_type=_MERGE_PATCH,
+            self.kube.patch_status(
+                EPHEMERAL_RUNNERS, runner_name, {"status": status}, namespace=self.namespace
+            ),
+        )
+
+    async def recorded_session(self) -> str | None:
+        obj = await self._call(
+            "EphemeralRunnerSet",
+            self.runner_set_name,
+            self.kube.get(EPHEMERAL_RUNNER_SETS, self.runner_set_name, namespace=self.namespace),
+        )
+        annotations = (obj.get("metadata") or {}).get("annotations") or {}
+        return annotations.get(ANNOTATION_MESSAGE_SESSION_ID) or None
+
+    async def record_session(self, session_id: str | None) -> None:
+        body = {"metadata": {"annotations": {ANNOTATION_MESSAGE_SESSION_ID: session_id}}}
+        await self._call(
+            "EphemeralRunnerSet",
+            self.runner_set_name,
+            self.kube.merge_patch(
+                EPHEMERAL_RUNNER_SETS, self.runner_set_name, body, namespace=self.namespace
             ),
         )
 
@@ -147,61 +174,60 @@ class KubePatcher:
         ends the stream once with a warning, and the listener falls back to answering on
         its next message or long-poll timeout.
         """
-        from kubernetes_asyncio import watch
-        from kubernetes_asyncio.client import ApiException
-
         last: int | None = None
         pause = 0.5
         selector = f"metadata.name={self.runner_set_name}"
         while True:
-            w = watch.Watch(return_type="object")
             try:
-                async with w.stream(
-                    self._api.list_namespaced_custom_object,
-                    GROUP,
-                    VERSION,
-                    self.namespace,
-                    PLURAL_EPHEMERAL_RUNNER_SETS,
+                async for event in self.kube.watch(
+                    EPHEMERAL_RUNNER_SETS,
+                    namespace=self.namespace,
                     field_selector=selector,
+                    allow_bookmarks=False,
                     timeout_seconds=300,
-                ) as stream:
-                    async for event in stream:
-                        if event["type"] not in ("ADDED", "MODIFIED"):
-                            continue
-                        status = event["object"].get("status") or {}
-                        marker = status.get("finishedRunnerCleanupPatchID")
-                        if isinstance(marker, int) and marker != last:
-                            last = marker
-                            yield marker
+                ):
+                    if event.get("type") not in ("ADDED", "MODIFIED"):
+                        continue
+                    marker = marker_of(event.get("object") or {})
+                    if marker is not None and marker != last:
+                        last = marker
+                        yield marker
                 pause = 0.5
-            except ApiException as err:
-                if err.status == 403:
-                    log.warning(
-                        "may not watch EphemeralRunnerSet %s/%s (%s); cleanup markers are "
-                        "answered on the next message instead",
-                        self.namespace,
-                        self.runner_set_name,
-                        err.reason,
-                    )
-                    return
-                log.info("EphemeralRunnerSet watch failed (%s); reconnecting", err.reason)
-            except (OSError, TimeoutError, aiohttp.ClientError) as err:
+            except Forbidden as err:
+                log.warning(
+                    "may not watch EphemeralRunnerSet %s/%s (%s); cleanup markers are "
+                    "answered on the next message instead",
+                    self.namespace,
+                    self.runner_set_name,
+                    err,
+                )
+                return
+            except (ApiError, OSError, TimeoutError, ValueError) as err:
+                log.info("EphemeralRunnerSet watch interrupted (%r); reconnecting", err)
+            except Exception as err:  # aiohttp's transport errors are not OSErrors
                 log.info("EphemeralRunnerSet watch interrupted (%r); reconnecting", err)
             await asyncio.sleep(pause)
             pause = min(pause * 2, 30.0)
 
-    async def _call(self, kind: str, name: str, request: Any) -> None:
-        from kubernetes_asyncio.client import ApiException
-
+    async def _call(self, kind: str, name: str, request: Any) -> Any:
         try:
-            await request
-        except ApiException as err:
-            message = f"patch {kind} {self.namespace}/{name}: {err.status} {err.reason}"
-            if err.status == 404 and kind == "EphemeralRunner":
+            return await request
+        except NotFound as err:
+            message = f"{kind} {self.namespace}/{name}: 404 {err}"
+            if kind == "EphemeralRunner":
                 raise RunnerNotFound(message, 404) from None
-            raise KubePatchError(message, err.status) from None
-        except (OSError, TimeoutError, aiohttp.ClientError) as err:
-            raise KubePatchError(f"patch {kind} {self.namespace}/{name}: {err!r}") from err
+            raise KubePatchError(message, 404) from None
+        except ApiError as err:
+            status = getattr(err, "status", None)
+            message = f"{kind} {self.namespace}/{name}: {status} {err}"
+            raise KubePatchError(message, status) from None
+        except (OSError, TimeoutError) as err:
+            raise KubePatchError(f"{kind} {self.namespace}/{name}: {err!r}") from err
+        except Exception as err:
+            if type(err).__module__.startswith("aiohttp"):
+                raise KubePatchError(f"{kind} {self.namespace}/{name}: {err!r}") from err
+            raise
 
     async def aclose(self) -> None:
-        await self._api_client.close()
+        if self._owns:
+            await self.kube.close()

@@ -1,9 +1,13 @@
 """The message session: create it (waiting out another listener's), refresh it, close it.
 
 Only one listener may hold a scale set's session. A 409 at start-up usually means the
-previous listener pod died without deleting its session (the service drops it after a
-while) or a second cluster points at the same scale set, so gharc waits a bounded time
-(ARC: 10 tries 30 s apart) and then exits with a line that says exactly that.
+previous listener died without deleting its session (the service drops it only after
+minutes). ARC waits that out, with no runner created meanwhile. gharc takes it over: every
+listener records its session id on its EphemeralRunnerSet (:class:`SessionRecord`), and
+its successor first refreshes that session (a new queue token; undeleted messages are
+delivered again) and, if the service no longer knows it, deletes it and creates a new one.
+Only a 409 with no recorded session of ours left (a second cluster on the same scale set)
+is waited out for a bounded time and then reported with a line that says exactly that.
 
 Errors are sorted once, here, into three kinds, because the caller reacts to the kind only:
 
@@ -36,7 +40,7 @@ from gharc.github.errors import (
 )
 from gharc.github.models import RunnerScaleSet, RunnerScaleSetMessage, RunnerScaleSetSession
 from gharc.listener.config import backoff_schedule
-from gharc.listener.kube import KubePatchError, RunnerNotFound
+from gharc.listener.kube import KubePatchError, RunnerNotFound, SessionRecord
 
 __all__ = [
     "ActionsAPI",
@@ -141,6 +145,7 @@ class SessionClient:
         config_url: str = "",
         sleep: Callable[[float], Awaitable[bool]] | None = None,
         rng: random.Random | None = None,
+        record: SessionRecord | None = None,
     ) -> None:
         self.api = api
         self.scale_set_id = scale_set_id
@@ -149,7 +154,10 @@ class SessionClient:
         self.session: RunnerScaleSetSession | None = None
         self._sleep = sleep or _plain_sleep
         self._rng = rng or random.Random()
+        self._record = record
         self.refreshes = 0
+        self.taken_over: str | None = None
+        """The id of a predecessor's session this client resumed or deleted, if any."""
 
     # -- session lifecycle -------------------------------------------------------------------
 
@@ -167,6 +175,11 @@ class SessionClient:
         ``sleep`` callable returns True when a stop was requested, which raises
         :class:`Stopped`.
         """
+        recorded = await self._recorded()
+        if recorded is not None:
+            resumed = await self._resume(recorded, transient_max_backoff)
+            if resumed is not None:
+                return resumed
         waits = backoff_schedule(conflict_initial_backoff, conflict_max_backoff, conflict_attempts)
         conflicts = 0
         transient = 0
@@ -179,8 +192,12 @@ class SessionClient:
                     self.scale_set_id,
                     self.owner,
                 )
+                await self._save(self.session.session_id)
                 return self.session
             except (SessionConflict, Conflict) as err:
+                if recorded is not None and await self._delete_stale(recorded):
+                    recorded = None
+                    continue  # the predecessor's session is gone now: create at once
                 conflicts += 1
                 if conflicts >= conflict_attempts:
                     raise FatalError(
@@ -225,7 +242,11 @@ class SessionClient:
         return self.session
 
     async def close(self) -> bool:
-        """Delete the session (best effort); True when the service confirmed it."""
+        """Delete the session and its record (best effort); True when the service confirmed it.
+
+        Only a requested stop closes the session. A listener that fails leaves it open and
+        recorded, so that its successor resumes it (see the module docstring).
+        """
         session = self.session
         if session is None:
             return False
@@ -233,11 +254,91 @@ class SessionClient:
         try:
             await self.api.delete_message_session(self.scale_set_id, session.session_id)
         except NotFound:
-            return True
+            pass
         except Exception as err:
             log.warning("deleting message session %s failed: %s", session.session_id, err)
             return False
         log.info("message session %s deleted", session.session_id)
+        await self._save(None)
+        return True
+
+    # -- takeover ------------------------------------------------------------------------------
+
+    async def _recorded(self) -> str | None:
+        """The session id a predecessor left on the EphemeralRunnerSet, if it can be read."""
+        if self.session is not None:
+            return self.session.session_id  # our own, from before a failure in this process
+        if self._record is None:
+            return None
+        try:
+            return await self._record.recorded_session()
+        except Exception as err:
+            log.warning("cannot read the recorded message session: %s", err)
+            return None
+
+    async def _save(self, session_id: str | None) -> None:
+        if self._record is None:
+            return
+        try:
+            await self._record.record_session(session_id)
+        except Exception as err:
+            # Not fatal: without the record a successor waits out a 409, as ARC's does.
+            log.warning("cannot record message session %s: %s", session_id, err)
+
+    async def _resume(
+        self, session_id: str, transient_max_backoff: float
+    ) -> RunnerScaleSetSession | None:
+        """Take over a recorded session by refreshing it; None when the service dropped it."""
+        for attempt in range(1, 6):
+            try:
+                self.session = await self.api.refresh_message_session(
+                    self.scale_set_id, session_id
+                )
+            except GitHubError as err:
+                if err.status in (400, 404, 409):
+                    log.info(
+                        "recorded message session %s of scale set %d is gone (%s); "
+                        "creating a new one",
+                        session_id,
+                        self.scale_set_id,
+                        err.status,
+                    )
+                    self.session = None
+                    return None
+                if not is_transient(err):
+                    raise FatalError(
+                        describe_fatal(err, self.scale_set_id, self.config_url)
+                    ) from None
+            except Exception as err:
+                if not is_transient(err):
+                    raise
+            else:
+                self.taken_over = session_id
+                log.info(
+                    "message session %s of scale set %d taken over (owner %s)",
+                    session_id,
+                    self.scale_set_id,
+                    self.owner,
+                )
+                return self.session
+            if await self._sleep(jittered(attempt, transient_max_backoff, self._rng)):
+                raise Stopped
+        self.session = None
+        return None
+
+    async def _delete_stale(self, session_id: str) -> bool:
+        """Delete a recorded session the service still holds; True when it is gone now."""
+        try:
+            await self.api.delete_message_session(self.scale_set_id, session_id)
+        except GitHubError as err:
+            if err.status not in (400, 404):
+                log.warning("deleting stale message session %s failed: %s", session_id, err)
+                return False
+        except Exception as err:
+            log.warning("deleting stale message session %s failed: %s", session_id, err)
+            return False
+        self.taken_over = session_id
+        log.info("stale message session %s of scale set %d deleted", session_id, self.scale_set_id)
         return True
 
     # -- queue calls -------------------------------------------------------------------------

@@ -71,6 +71,7 @@ class WorldFactory:
         kubelet_namespaces: list[str] | None = None,
         runner: RunnerProgram | None = None,
         poll_timeout: float = 20.0,
+        controller_args: list[str] | None = None,
     ) -> World:
         gh = FakeGitHubServer(poll_timeout=poll_timeout)
         await gh.start()
@@ -82,6 +83,7 @@ class WorldFactory:
             controller_namespace=namespace,
             single_namespace=single_namespace,
             kubelet_namespaces=kubelet_namespaces,
+            controller_args=controller_args,
         )
         await world.__aenter__()
         self._worlds.append((gh, world, [namespace, *(kubelet_namespaces or [])]))

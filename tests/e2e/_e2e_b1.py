@@ -38,7 +38,8 @@ class B1Result:
 async def run_b1_scenario(factory: WorldFactory) -> B1Result:
     ns = f"e2e-b1-{uuid.uuid4().hex[:5]}"
     res = B1Result(namespace=ns)
-    world = await factory.create(ns)
+    # Listener pods are what B1 paces; in-process listeners have their own test.
+    world = await factory.create(ns, controller_args=["--listener-mode=Pod"])
     gh = world.github
     token = gh.state.create_pat()  # its own PAT: revoking it touches nothing else
     await world.apply_scale_set(ns, SCALE_SET, max_runners=2, token=token)

@@ -83,6 +83,9 @@ ANNOTATION_RUNNER_SCALE_SET_ID: Final = "runner-scale-set-id"
 ANNOTATION_RUNNER_GROUP_NAME: Final = "actions.github.com/runner-group-name"
 ANNOTATION_RUNNER_SCALE_SET_NAME: Final = "actions.github.com/runner-scale-set-name"
 ANNOTATION_PATCH_ID: Final = "actions.github.com/patch-id"
+#: gharc: the message session of the listener serving this EphemeralRunnerSet, so that a
+#: successor takes it over instead of waiting out a 409 (no-job-stranded, dead listener).
+ANNOTATION_MESSAGE_SESSION_ID: Final = "actions.github.com/message-session-id"
 ANNOTATION_CLEANUP_MANAGER_ROLE_BINDING: Final = "actions.github.com/cleanup-manager-role-binding"
 ANNOTATION_CLEANUP_MANAGER_ROLE_NAME: Final = "actions.github.com/cleanup-manager-role-name"
 ANNOTATION_CLEANUP_KUBERNETES_MODE_ROLE_NAME: Final = (

@@ -23,6 +23,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from gharc.api.scaleset import constants as c
+from gharc.controllers.scaleset import inprocesslisteners as ih
 from gharc.controllers.scaleset import listenerresources as lr
 from gharc.controllers.scaleset.credentials import ClientResolver, ConfigurationError, GitHubTarget
 from gharc.controllers.scaleset.events import NORMAL, WARNING, EventRecorder, emit
@@ -34,6 +35,7 @@ from gharc.controllers.scaleset.reconcileutil import (
     parse_time,
     remove_finalizer,
 )
+from gharc.github.pool import ClientPool
 from gharc.kube.client import KubeClient, Reader
 from gharc.kube.errors import AlreadyExists, Conflict, NotFound
 from gharc.kube.finalizers import add_finalizer, has_finalizer
@@ -48,6 +50,7 @@ from gharc.kube.resources import (
     SERVICE_ACCOUNTS,
 )
 from gharc.kube.store import copy_object
+from gharc.listener.host import HostedListenerStatus, ListenerHost
 
 log = logging.getLogger(__name__)
 
@@ -97,7 +100,14 @@ class AutoscalingListenerReconciler:
         *,
         stable_after: float = DEFAULT_STABLE_AFTER,
         now: Callable[[], datetime] | None = None,
+        host: ListenerHost | None = None,
+        listener_clients: ClientPool | None = None,
     ) -> None:
+        self.host = host
+        """Set in ``InProcess`` listener mode: listeners run as tasks of this process."""
+        self.listener_clients = listener_clients or ih.listener_pool(
+            user_agent=options.user_agent, transport=None
+        )
         self.kube = kube
         self.cache = cache
         self.resolver = resolver
@@ -133,7 +143,15 @@ class AutoscalingListenerReconciler:
             log.info("AutoscalingRunnerSet %s/%s is gone; deleting its listener", ars_ns, ars_name)
             await self.kube.delete(AUTOSCALING_LISTENERS, listener, missing_ok=True)
             return None
+        if self.host is not None:
+            return await self._reconcile_in_process(listener, self.host)
 
+        forbidden = lr.listener_template_violations(listener, self.options)
+        if forbidden:  # written directly, not by the ARS reconciler: create nothing
+            message = "; ".join(str(v) for v in forbidden)
+            err = ConfigurationError("ListenerTemplateForbidden", message)
+            await self._report_config_error(listener, err)
+            return None
         await self._ensure_service_account(listener)
         await self._ensure_role(listener)
         await self._ensure_role_binding(listener)
@@ -151,6 +169,22 @@ class AutoscalingListenerReconciler:
         """Delete pod, secrets, RoleBinding, Role, ServiceAccount; then drop the finalizer."""
         if not has_finalizer(listener, c.FINALIZER_AUTOSCALING_LISTENER):
             return None
+        meta = listener["metadata"]
+        name, ns = meta["name"], meta["namespace"]
+        if self.host is not None:
+            await self.host.remove((ns, name))  # stops it and deletes its session
+        remaining = await self._delete_pod_mode_objects(listener)
+        self._set_gauge(listener, 0)
+        if remaining:
+            return Result(requeue_after=CLEANUP_POLL)
+        await remove_finalizer(
+            self.kube, AUTOSCALING_LISTENERS, listener, c.FINALIZER_AUTOSCALING_LISTENER
+        )
+        log.info("listener %s/%s cleaned up", ns, name)
+        return None
+
+    async def _delete_pod_mode_objects(self, listener: JSON) -> int:
+        """Delete the listener pod, its secrets and RBAC; how many still existed."""
         meta, spec = listener["metadata"], listener.get("spec") or {}
         name, ns = meta["name"], meta["namespace"]
         ars_ns = str(spec.get("autoscalingRunnerSetNamespace") or ns)
@@ -167,13 +201,85 @@ class AutoscalingListenerReconciler:
             answer = await self.kube.delete(resource, obj_name, namespace=obj_ns, missing_ok=True)
             if answer is not None:
                 remaining += 1  # it existed on this pass; look again until all are gone
-        self._set_gauge(listener, 0)
-        if remaining:
-            return Result(requeue_after=CLEANUP_POLL)
-        await remove_finalizer(
-            self.kube, AUTOSCALING_LISTENERS, listener, c.FINALIZER_AUTOSCALING_LISTENER
+        return remaining
+
+    # -- in-process mode ---------------------------------------------------------------
+    async def _reconcile_in_process(self, listener: JSON, host: ListenerHost) -> Result | None:
+        """Run the listener as a task of this process and mirror its state into status.
+
+        A listener pod left from ``Pod`` mode is deleted first: two listeners would take
+        the session from each other.
+        """
+        meta, spec = listener["metadata"], listener.get("spec") or {}
+        key = (str(meta["namespace"]), str(meta["name"]))
+        if await self._has_pod_mode_objects(listener):
+            log.info("listener %s/%s: in-process mode; removing its pod", *key)
+            await self._delete_pod_mode_objects(listener)
+        ars_ns = str(spec.get("autoscalingRunnerSetNamespace") or "")
+        runner_set = (ars_ns, str(spec.get("ephemeralRunnerSetName") or ""))
+        try:
+            config = await self._listener_config(listener)
+        except ConfigurationError as err:
+            await self._report_config_error(listener, err)
+            return Result(requeue_after=CONFIG_RETRY_AFTER)
+        resolve = ih.resolver_for(
+            listener, config, self.resolver, self._listener_config, self.listener_clients
         )
-        log.info("listener %s/%s cleaned up", ns, name)
+        if host.ensure(key, runner_set, ih.fingerprint(config), resolve):
+            log.info("listener %s/%s started in process", *key)
+        state = host.status(key)
+        if state is None:
+            return None
+        return await self._mirror_hosted_status(listener, state)
+
+    async def _has_pod_mode_objects(self, listener: JSON) -> bool:
+        meta = listener["metadata"]
+        for resource, name in (
+            (PODS, c.listener_pod_name(meta["name"])),
+            (SERVICE_ACCOUNTS, c.listener_service_account_name(meta["name"])),
+        ):
+            try:
+                await self.cache.get(resource, name, namespace=meta["namespace"])
+                return True
+            except NotFound:
+                continue
+        return False
+
+    async def _listener_config(self, listener: JSON) -> JSON:
+        """The listener's ``config.json`` content, from the spec and the GitHub secret."""
+        spec = listener.get("spec") or {}
+        ars_ns = str(spec.get("autoscalingRunnerSetNamespace") or "")
+        target = GitHubTarget.from_spec(ars_ns, spec)
+        secret_data: dict[str, str] = {}
+        if not (spec.get("vaultConfig") or {}).get("type"):
+            try:
+                secret_data = await self.resolver.secret_data(ars_ns, target.secret_name)
+            except NotFound:
+                raise ConfigurationError(
+                    "MissingGitHubConfigSecret",
+                    f"githubConfigSecret {ars_ns}/{target.secret_name} does not exist",
+                ) from None
+        ca = await self.resolver.ca_bundle(target)
+        return lr.listener_config(listener, secret_data, self.options, server_root_ca=ca)
+
+    async def _mirror_hosted_status(
+        self, listener: JSON, state: HostedListenerStatus
+    ) -> Result | None:
+        self._set_gauge(listener, 1 if state.phase == PHASE_RUNNING else 0)
+        status = listener.get("status") or {}
+        patch: JSON = {
+            "phase": state.phase,
+            "message": state.message or None,
+            "failures": state.failures,
+            "sessionId": state.session_id or None,
+        }
+        if state.last_failure_time is not None:
+            patch["lastFailureTime"] = format_time(state.last_failure_time)
+        if state.last_message_time is not None:
+            patch["lastMessageTime"] = format_time(state.last_message_time)
+        if state.failures > int(status.get("failures") or 0) and state.phase == PHASE_BACKOFF:
+            await emit(self.recorder, listener, WARNING, "ListenerBackOff", state.message)
+        await self._patch_status(listener, patch)
         return None
 
     # -- owned objects -----------------------------------------------------------------
@@ -245,20 +351,7 @@ class AutoscalingListenerReconciler:
         Unlike ARC (§17.6), the data is rewritten when it differs, and the caller restarts
         the pod so the listener never runs on a stale configuration.
         """
-        spec = listener.get("spec") or {}
-        ars_ns = str(spec.get("autoscalingRunnerSetNamespace") or "")
-        target = GitHubTarget.from_spec(ars_ns, spec)
-        secret_data: dict[str, str] = {}
-        if not (spec.get("vaultConfig") or {}).get("type"):
-            try:
-                secret_data = await self.resolver.secret_data(ars_ns, target.secret_name)
-            except NotFound:
-                raise ConfigurationError(
-                    "MissingGitHubConfigSecret",
-                    f"githubConfigSecret {ars_ns}/{target.secret_name} does not exist",
-                ) from None
-        ca = await self.resolver.ca_bundle(target)
-        config = lr.listener_config(listener, secret_data, self.options, server_root_ca=ca)
+        config = await self._listener_config(listener)
         desired = lr.listener_config_secret(listener, config, self.options)
         return await self._ensure_secret_data(desired)
 

@@ -92,6 +92,10 @@ class ClientResolver:
         self._secrets[key] = (now, data)
         return data
 
+    def forget(self, namespace: str, name: str) -> None:
+        """Drop a remembered Secret, so the next read sees a rotated or restored value."""
+        self._secrets.pop((namespace, name), None)
+
     async def ca_bundle(self, target: GitHubTarget) -> str | None:
         ref = target.tls_config_map
         if not ref:

@@ -10,6 +10,10 @@ from gharc.api.scaleset import constants as c
 RUNNER_FAILURE_BACKOFF: tuple[float, ...] = (0.0, 5.0, 10.0, 20.0, 40.0, 80.0)
 #: Delays before re-creating a listener that exited non-zero (behaviours B1), then capped.
 LISTENER_FAILURE_BACKOFF: tuple[float, ...] = (5.0, 10.0, 20.0, 40.0, 80.0, 160.0)
+#: ``--listener-mode`` values.
+LISTENER_MODE_IN_PROCESS = "InProcess"
+LISTENER_MODE_POD = "Pod"
+LISTENER_MODES = (LISTENER_MODE_IN_PROCESS, LISTENER_MODE_POD)
 
 
 @dataclass
@@ -36,4 +40,12 @@ class ScaleSetOptions:
     runner_max_failures: int = 5
     listener_failure_backoff: tuple[float, ...] = LISTENER_FAILURE_BACKOFF
     build_version: str = "dev"
+    listener_mode: str = "InProcess"
+    """``--listener-mode``: ``InProcess`` runs every scale set's listener as a task of the
+    elected controller (shared memory, standby takeover, no pod in the controller's namespace
+    for a tenant to shape); ``Pod`` runs one listener pod per scale set, as ARC does."""
+    allow_unrestricted_listener_template: bool = False
+    """``--allow-unrestricted-listener-template``: merge any ``listenerTemplate`` as ARC
+    does (extra containers, volumes, host namespaces...). Only for single-tenant clusters:
+    the listener pod runs in the controller's namespace (see docs/security.md)."""
     user_agent: str = field(default=f"{c.USER_AGENT_PREFIX}gharc")

@@ -33,6 +33,7 @@ from gharc.controllers.scaleset.options import ScaleSetOptions
 from gharc.kube.builder import Builder
 from gharc.kube.client import KubeClient
 from gharc.kube.controller import Controller
+from gharc.kube.informer import EventHandlerFuncs
 from gharc.kube.predicate import ResourceVersionChangedPredicate
 from gharc.kube.reconcile import Request
 from gharc.kube.resources import (
@@ -44,6 +45,7 @@ from gharc.kube.resources import (
     ROLES,
     SERVICE_ACCOUNTS,
 )
+from gharc.listener.host import ListenerHost
 
 __all__ = [
     "listener_to_runner_set",
@@ -102,11 +104,20 @@ def setup_autoscaling_listener(
     recorder: EventRecorder | None,
     *,
     kube: KubeClient | None = None,
+    host: ListenerHost | None = None,
 ) -> Controller:
+    """The AutoscalingListener controller; with ``host``, listeners run in this process.
+
+    In-process mode wires three more things: the host runs on the manager (leader only,
+    so only the elected replica holds message sessions), a hosted listener's state change
+    enqueues its AutoscalingListener (status is written by the reconciler, level-triggered),
+    and EphemeralRunnerSet events from the shared informer carry cleanup markers to the
+    listeners (one watch for all scale sets, not one per listener).
+    """
     reconciler = AutoscalingListenerReconciler(
-        _client(manager, kube), manager.cache, resolver, options, metrics, recorder
+        _client(manager, kube), manager.cache, resolver, options, metrics, recorder, host=host
     )
-    return (
+    controller = (
         Builder(manager)
         .named("autoscalinglistener")
         .for_(AUTOSCALING_LISTENERS, ResourceVersionChangedPredicate())
@@ -116,6 +127,18 @@ def setup_autoscaling_listener(
         .watches(ROLE_BINDINGS, rbac_to_listener, label_selector=c.LABEL_LISTENER_NAME)
         .complete(reconciler)
     )
+    if host is not None:
+        host.on_change = lambda key: controller.queue.add(Request(*key))
+        manager.cache.informer(EPHEMERAL_RUNNER_SETS).add_event_handler(
+            EventHandlerFuncs(
+                add=host.offer_runner_set, update=lambda _old, new: host.offer_runner_set(new)
+            )
+        )
+        manager.add(host)
+        registry = getattr(manager, "registry", None)  # the Manager's; test doubles have none
+        if registry is not None:
+            registry.register(host.registry_collector)
+    return controller
 
 
 def setup_scaleset_controllers(
@@ -126,11 +149,14 @@ def setup_scaleset_controllers(
     recorder: EventRecorder | None,
     *,
     kube: KubeClient | None = None,
+    host: ListenerHost | None = None,
 ) -> list[Controller]:
     """Register all four scale set controllers on ``manager``; returns them in ARC's order."""
     return [
         setup_autoscaling_runner_set(manager, options, resolver, recorder, kube=kube),
         ephemeralrunner.setup(manager, options, resolver, metrics, recorder, kube=kube),
         ephemeralrunnerset.setup(manager, options, resolver, metrics, recorder, kube=kube),
-        setup_autoscaling_listener(manager, options, resolver, metrics, recorder, kube=kube),
+        setup_autoscaling_listener(
+            manager, options, resolver, metrics, recorder, kube=kube, host=host
+        ),
     ]

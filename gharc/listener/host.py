@@ -1,0 +1,399 @@
+"""Many listeners in one process: the controller's in-process listener mode.
+
+A listener pod per scale set costs a process (about 110 MiB), a pod that a node loss takes
+away with no standby, and a pod template that a tenant can bend. :class:`ListenerHost` runs
+the same :class:`~gharc.listener.app.Listener` loop for every scale set as an asyncio task
+inside the controller, so the listeners share the interpreter, the imports and the
+controller's Kubernetes client, and they live and die with the elected leader: a standby
+replica that takes over the lease starts every listener again and resumes each one's message
+session (recorded on its EphemeralRunnerSet) without a 409.
+
+Each hosted listener is isolated from the others: it has its own supervisor task, its own
+failure count and B1 backoff ladder, its own metrics, and an exception in it is contained,
+counted and reported through :meth:`ListenerHost.status` (which the AutoscalingListener
+reconciler writes to the object's status and events). One scale set's bad credentials,
+409s or bugs never stall another's loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import logging
+from collections.abc import Awaitable, Callable, Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from prometheus_client import CollectorRegistry
+from prometheus_client.registry import Collector
+
+from gharc.listener.app import Listener
+from gharc.listener.config import ListenerConfig
+from gharc.listener.kube import KubePatcher, marker_of
+from gharc.listener.metrics import ListenerMetrics
+from gharc.listener.session import ActionsAPI, FatalError
+
+__all__ = [
+    "PHASE_BACKOFF",
+    "PHASE_PENDING",
+    "PHASE_RUNNING",
+    "HostedListenerStatus",
+    "ListenerHost",
+    "Resolve",
+]
+
+log = logging.getLogger("gharc.listener.host")
+
+PHASE_PENDING = "Pending"
+PHASE_RUNNING = "Running"
+PHASE_BACKOFF = "BackOff"
+
+Key = tuple[str, str]
+Resolve = Callable[[bool], Awaitable[tuple[ListenerConfig, ActionsAPI, ListenerMetrics]]]
+"""Builds a listener's config, Actions client and metrics; ``True`` after a failure, when
+cached credentials must be read again (a rotated or restored token)."""
+
+DEFAULT_LADDER = (5.0, 10.0, 20.0, 40.0, 80.0)
+
+
+@dataclass(frozen=True)
+class HostedListenerStatus:
+    """What the AutoscalingListener's status shows for an in-process listener."""
+
+    phase: str
+    session_id: str = ""
+    failures: int = 0
+    last_failure_time: datetime | None = None
+    message: str = ""
+    restart_at: datetime | None = None
+    last_message_time: datetime | None = None
+
+
+class _HostedPatcher(KubePatcher):
+    """The shared client's patcher; cleanup markers come from the controller's informer."""
+
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*args)
+        self.markers: asyncio.Queue[int] = asyncio.Queue()
+        self.last_marker: int | None = None
+
+    def offer(self, marker: int) -> None:
+        if marker != self.last_marker:
+            self.last_marker = marker
+            self.markers.put_nowait(marker)
+
+    async def cleanup_markers(self) -> Any:
+        while True:
+            yield await self.markers.get()
+
+    async def aclose(self) -> None:
+        return None  # the client is the controller's
+
+
+@dataclass
+class _Hosted:
+    key: Key
+    fingerprint: str
+    resolve: Resolve
+    patcher: _HostedPatcher
+    task: asyncio.Task[None] | None = None
+    listener: Listener | None = None
+    metrics: ListenerMetrics | None = None
+    stop_requested: bool = False
+    keep_session: bool = False
+    wake: asyncio.Event = field(default_factory=asyncio.Event)
+    phase: str = PHASE_PENDING
+    session_id: str = ""
+    failures: int = 0
+    last_failure_time: datetime | None = None
+    message: str = ""
+    restart_at: datetime | None = None
+    running_since: float | None = None
+    last_message_reported: float = 0.0
+
+    def status(self, wall: Callable[[], datetime], loop_now: float) -> HostedListenerStatus:
+        last_message: datetime | None = None
+        if self.listener is not None and self.listener.last_message_at is not None:
+            age = max(0.0, loop_now - self.listener.last_message_at)
+            last_message = (wall() - timedelta(seconds=age)).replace(microsecond=0)
+        return HostedListenerStatus(
+            phase=self.phase,
+            session_id=self.session_id,
+            failures=self.failures,
+            last_failure_time=self.last_failure_time,
+            message=self.message,
+            restart_at=self.restart_at,
+            last_message_time=last_message,
+        )
+
+
+class ListenerHost:
+    """Runs one supervised :class:`Listener` task per AutoscalingListener.
+
+    **Parameters:**
+
+    * ``kube`` - the controller's :class:`~gharc.kube.client.KubeClient` (listeners patch
+      through it, so their calls share its rate limit and its request counter).
+    * ``identity`` - the session owner name (the controller pod's name).
+    * ``ladder`` - B1's restart backoff per listener (seconds after the n-th failure).
+    * ``stable_after`` - seconds a listener must run before its failure count resets.
+    * ``on_change`` - called with a listener's key when its status changed (the
+      AutoscalingListener controller enqueues it).
+    * ``message_report_interval`` - the last-message time is reported at most this often.
+    """
+
+    need_leader_election = True
+
+    def __init__(
+        self,
+        kube: Any,
+        *,
+        identity: str,
+        ladder: tuple[float, ...] = DEFAULT_LADDER,
+        stable_after: float = 10.0,
+        on_change: Callable[[Key], None] | None = None,
+        message_report_interval: float = 60.0,
+        stop_timeout: float = 10.0,
+        wall_clock: Callable[[], datetime] | None = None,
+    ) -> None:
+        self.kube = kube
+        self.identity = identity
+        self.ladder = ladder or DEFAULT_LADDER
+        self.stable_after = stable_after
+        self.on_change = on_change
+        self.message_report_interval = message_report_interval
+        self.stop_timeout = stop_timeout
+        self._wall = wall_clock or (lambda: datetime.now(UTC))
+        self._hosted: dict[Key, _Hosted] = {}
+        self._by_runner_set: dict[Key, _Hosted] = {}
+        self._stopped = asyncio.Event()
+        self.registry_collector = _MergedCollector(self)
+
+    # -- what the reconciler calls ------------------------------------------------------------
+
+    def __contains__(self, key: Key) -> bool:
+        return key in self._hosted
+
+    def __len__(self) -> int:
+        return len(self._hosted)
+
+    def keys(self) -> list[Key]:
+        return list(self._hosted)
+
+    def ensure(self, key: Key, runner_set: Key, fingerprint: str, resolve: Resolve) -> bool:
+        """Run the listener ``key`` with this configuration; True when (re)started now.
+
+        A changed ``fingerprint`` (limits, credentials, URL) restarts the listener; the
+        session is kept and resumed by the new one, so no message is lost on the way.
+        """
+        if self._stopped.is_set():
+            return False
+        hosted = self._hosted.get(key)
+        if (
+            hosted is not None
+            and hosted.fingerprint == fingerprint
+            and hosted.task is not None
+            and not hosted.task.done()
+        ):
+            return False
+        if hosted is not None:
+            self._request_stop(hosted, keep_session=True)
+        patcher = _HostedPatcher(self.kube, runner_set[0], runner_set[1])
+        fresh = _Hosted(key=key, fingerprint=fingerprint, resolve=resolve, patcher=patcher)
+        if hosted is not None:
+            fresh.failures = hosted.failures
+            fresh.last_failure_time = hosted.last_failure_time
+            fresh.metrics = None
+        self._hosted[key] = fresh
+        self._by_runner_set[runner_set] = fresh
+        previous = hosted.task if hosted is not None else None
+        fresh.task = asyncio.get_running_loop().create_task(
+            self._supervise(fresh, after=previous), name=f"listener:{key[0]}/{key[1]}"
+        )
+        return True
+
+    async def remove(self, key: Key) -> None:
+        """Stop the listener ``key`` and delete its session (its scale set is going away)."""
+        hosted = self._hosted.pop(key, None)
+        if hosted is None:
+            return
+        self._forget_runner_set(hosted)
+        self._request_stop(hosted, keep_session=False)
+        await self._await_task(hosted)
+
+    def status(self, key: Key) -> HostedListenerStatus | None:
+        hosted = self._hosted.get(key)
+        if hosted is None:
+            return None
+        return hosted.status(self._wall, asyncio.get_running_loop().time())
+
+    def offer_runner_set(self, obj: dict[str, Any]) -> None:
+        """Informer handler: pass an EphemeralRunnerSet's cleanup marker to its listener."""
+        meta = obj.get("metadata") or {}
+        hosted = self._by_runner_set.get((str(meta.get("namespace")), str(meta.get("name"))))
+        marker = marker_of(obj)
+        if hosted is not None and marker is not None:
+            hosted.patcher.offer(marker)
+
+    def metrics(self) -> Iterator[ListenerMetrics]:
+        for hosted in list(self._hosted.values()):
+            if hosted.metrics is not None:
+                yield hosted.metrics
+
+    # -- Runnable -------------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        await self._stopped.wait()
+
+    async def stop(self) -> None:
+        """Stop every listener and leave its session open and recorded.
+
+        The successor (a standby that takes over the lease, or this process restarted)
+        resumes each session by its recorded id; deleting them here could delete a session
+        the new leader already resumed.
+        """
+        self._stopped.set()
+        hosted = list(self._hosted.values())
+        self._hosted.clear()
+        self._by_runner_set.clear()
+        for h in hosted:
+            self._request_stop(h, keep_session=True)
+        await asyncio.gather(*(self._await_task(h) for h in hosted), return_exceptions=True)
+
+    # -- the supervisor -------------------------------------------------------------------------
+
+    async def _supervise(self, hosted: _Hosted, *, after: asyncio.Task[None] | None) -> None:
+        """Run the listener; on failure back off along the ladder and start it again."""
+        if after is not None:
+            with contextlib.suppress(BaseException):
+                await asyncio.wait_for(asyncio.shield(after), self.stop_timeout)
+        loop = asyncio.get_running_loop()
+        while not hosted.stop_requested:
+            why = ""
+            try:
+                cfg, api, metrics = await hosted.resolve(hosted.failures > 0)
+                hosted.metrics = metrics
+                if hosted.stop_requested:
+                    break
+                listener = Listener(
+                    cfg,
+                    api,
+                    hosted.patcher,
+                    metrics=metrics,
+                    owner=self.identity,
+                    on_session=functools.partial(self._on_session, hosted),
+                )
+                listener.on_message = functools.partial(self._on_message, hosted)
+                hosted.listener = listener
+                await listener.run()
+                if hosted.stop_requested:
+                    break
+                why = "the listener loop ended without a stop request"
+            except asyncio.CancelledError:
+                raise
+            except FatalError as err:
+                why = str(err)
+            except Exception as err:
+                log.exception("listener %s/%s crashed", *hosted.key)
+                why = f"{type(err).__name__}: {err}"
+            if hosted.stop_requested:
+                break
+            self._on_failure(hosted, why, loop.time())
+            delay = self.ladder[min(hosted.failures, len(self.ladder)) - 1]
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(hosted.wake.wait(), timeout=delay)
+            hosted.wake.clear()
+        hosted.listener = None
+
+    def _on_session(self, hosted: _Hosted, session_id: str) -> None:
+        hosted.session_id = session_id
+        hosted.phase = PHASE_RUNNING
+        hosted.message = ""
+        hosted.restart_at = None
+        hosted.running_since = asyncio.get_running_loop().time()
+        self._notify(hosted)
+
+    def _on_message(self, hosted: _Hosted) -> None:
+        now = asyncio.get_running_loop().time()
+        if now - hosted.last_message_reported >= self.message_report_interval:
+            hosted.last_message_reported = now
+            self._notify(hosted)
+        if (
+            hosted.failures
+            and hosted.running_since is not None
+            and now - hosted.running_since >= self.stable_after
+        ):
+            hosted.failures = 0
+            self._notify(hosted)
+
+    def _on_failure(self, hosted: _Hosted, why: str, now: float) -> None:
+        if hosted.running_since is not None and now - hosted.running_since >= self.stable_after:
+            hosted.failures = 0  # it ran long enough: this is a new failure, not a loop
+        hosted.running_since = None
+        hosted.failures += 1
+        delay = self.ladder[min(hosted.failures, len(self.ladder)) - 1]
+        wall = self._wall()
+        hosted.phase = PHASE_BACKOFF
+        hosted.last_failure_time = wall.replace(microsecond=0)
+        hosted.restart_at = (wall + timedelta(seconds=delay)).replace(microsecond=0)
+        hosted.message = (
+            f"listener failed ({why}), failure {hosted.failures}; backing off {delay:g}s"
+        )
+        log.warning("listener %s/%s: %s", *hosted.key, hosted.message)
+        self._notify(hosted)
+
+    def _notify(self, hosted: _Hosted) -> None:
+        if self.on_change is not None and self._hosted.get(hosted.key) is hosted:
+            self.on_change(hosted.key)
+
+    def _request_stop(self, hosted: _Hosted, *, keep_session: bool) -> None:
+        hosted.stop_requested = True
+        hosted.keep_session = keep_session
+        hosted.wake.set()
+        if hosted.listener is not None:
+            hosted.listener.keep_session_on_stop = keep_session
+            hosted.listener.request_stop()
+
+    async def _await_task(self, hosted: _Hosted) -> None:
+        task = hosted.task
+        if task is None:
+            return
+        try:
+            await asyncio.wait_for(asyncio.shield(task), self.stop_timeout)
+        except BaseException:
+            task.cancel()
+            with contextlib.suppress(BaseException):
+                await task
+
+    def _forget_runner_set(self, hosted: _Hosted) -> None:
+        key = (hosted.patcher.namespace, hosted.patcher.runner_set_name)
+        if self._by_runner_set.get(key) is hosted:
+            del self._by_runner_set[key]
+
+
+class _MergedCollector(Collector):
+    """Exposes every hosted listener's metrics on the controller's registry.
+
+    Each listener keeps its own small registry (its label set is per scale set); Prometheus
+    needs one family per metric name, so families of the same name are merged here.
+    """
+
+    def __init__(self, host: ListenerHost) -> None:
+        self._host = host
+
+    def collect(self) -> Iterator[Any]:
+        families: dict[str, Any] = {}
+        for metrics in self._host.metrics():
+            registry: CollectorRegistry = metrics.registry
+            for family in registry.collect():
+                merged = families.get(family.name)
+                if merged is None:
+                    families[family.name] = family
+                else:
+                    merged.samples.extend(family.samples)
+        yield from families.values()
+
+    def describe(self) -> list[Any]:
+        return []  # families appear and vanish with scale sets: no fixed description

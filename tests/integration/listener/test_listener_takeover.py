@@ -1,0 +1,112 @@
+"""A dead listener's message session is taken over by its successor (no-job-stranded §1).
+
+A listener that dies without deleting its session leaves it alive at GitHub; the fake,
+like the service for minutes, answers a second create with 409. Before the session was
+recorded on the EphemeralRunnerSet, the successor waited that out with no runner created
+for any job meanwhile. These tests "kill" a listener by cancelling its task (no stop, so no
+session delete), or with SIGKILL for a real process, and time the successor.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import signal
+import time
+
+import pytest
+from listener_world import ERS_NAME, World, in_process, spawn
+
+from gharc.api.scaleset.constants import ANNOTATION_MESSAGE_SESSION_ID
+from gharc.kube.config import new_api_client
+from gharc.listener.app import Listener, build_actions_client
+from gharc.listener.kube import KubePatcher
+from gharc.testing.wait import eventually
+
+pytestmark = pytest.mark.cluster
+
+
+async def _recorded(world: World) -> str | None:
+    annotations = (await world.ers())["metadata"].get("annotations") or {}
+    value = annotations.get(ANNOTATION_MESSAGE_SESSION_ID)
+    return str(value) if value else None
+
+
+async def _kill(task: asyncio.Task[None]) -> None:
+    """Cancel the loop as a crash would end it: no stop request, so no session delete."""
+    task.cancel()
+    with contextlib.suppress(BaseException):
+        await task
+
+
+async def test_session_is_recorded_and_cleared_on_a_clean_stop(world: World) -> None:
+    async with in_process(world) as listener:
+        await eventually(lambda: _recorded(world), timeout=10, message="session recorded")
+        session = listener.sessions.session
+        assert session is not None
+        assert await _recorded(world) == session.session_id
+    assert world.active_session() is None
+    assert await _recorded(world) is None
+
+
+async def test_successor_resumes_a_dead_listeners_session(world: World) -> None:
+    cfg = world.listener_config(session_conflict_attempts=3)
+    patcher = KubePatcher(
+        await new_api_client(kubeconfig=world.kubeconfig, pool_size=4), world.namespace, ERS_NAME
+    )
+    api = build_actions_client(cfg)
+    first = Listener(cfg, api, patcher, owner="first")
+    task = asyncio.create_task(first.run())
+    try:
+        await eventually(lambda: _recorded(world), timeout=10)
+        dead_session = world.active_session()
+        assert dead_session is not None
+        await _kill(task)  # abandoned mid-poll, as a SIGKILL would leave it
+    finally:
+        await api.aclose()
+        await patcher.aclose()
+    assert world.active_session() is dead_session  # still held at GitHub
+    creates_before = world.gh.calls("*/sessions", method="POST")
+    began = time.monotonic()
+    async with in_process(world, session_conflict_attempts=3) as second:
+        await eventually(lambda: _true(second.polls >= 1), timeout=10, message="polling")
+        took = time.monotonic() - began
+        assert second.sessions.taken_over == dead_session.id
+        (rid,) = world.enqueue(1)
+        await eventually(lambda: _first(world.spec(), 1), timeout=10, message="job scaled")
+    # Resumed, not re-created: no create call at all, so no 409 loop.
+    assert world.gh.calls("*/sessions", method="POST") == creates_before
+    assert took < 5
+    assert rid
+
+
+async def test_sigkilled_listener_process_is_replaced_within_seconds(world: World) -> None:
+    config_path = world.write_config()
+    first = await spawn(world, config_path)
+    try:
+        await eventually(lambda: _recorded(world), timeout=30, message="first session")
+    finally:
+        first.send_signal(signal.SIGKILL)
+        await first.wait()
+    assert world.active_session() is not None  # the kill left it behind
+    began = time.monotonic()
+    second = await spawn(world, config_path)
+    try:
+        (rid,) = world.enqueue(1)
+        await eventually(lambda: _first(world.spec(), 1), timeout=30, message="job scaled")
+        recovered = time.monotonic() - began
+    finally:
+        second.send_signal(signal.SIGTERM)
+        await asyncio.wait_for(second.communicate(), timeout=15)
+    # A process start (imports) plus one resume: seconds, not the minutes of a 409 wait.
+    assert recovered < 10, f"next job reached the runner set {recovered:.1f}s after the kill"
+    assert second.returncode == 0
+    assert rid
+
+
+async def _first(value: object, expected: int) -> bool:
+    return bool((await value)[0] == expected)  # type: ignore[misc]
+
+
+async def _true(value: bool) -> bool:
+    return value
