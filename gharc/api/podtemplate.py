@@ -14,16 +14,25 @@ result validates what ARC's CRDs validate:
   keeps (``name``, ``namespace``, ``labels``, ``annotations``, ``finalizers``).
 - ``Quantity`` and ``IntOrString`` become ``x-kubernetes-int-or-string`` (Quantity with
   its pattern), ``Time`` a ``date-time`` string.
-- Descriptions, ``enum`` lists, server-side ``default`` values and the strategic-merge
-  extensions (``x-kubernetes-patch-*``, ``x-kubernetes-unions``) are dropped. Enums and
-  defaults are dropped because ARC's CRDs do not carry them: an enum frozen from one
-  Kubernetes version would reject a newer value that the pod API accepts, and defaults
-  would make the stored template differ from what the user wrote (the pod API applies
-  its own defaults when the runner pod is created). Descriptions are dropped for size:
-  five embedded pod schemas with text would approach etcd's object size limit.
-- The one kind of default kept: a list-map key that is not required must have a default
-  in a CRD (``ports`` keyed by ``containerPort`` + ``protocol``: ``protocol`` defaults to
-  ``TCP``). A key with neither makes the list ``atomic`` instead.
+- Descriptions, ``enum`` lists and the strategic-merge extensions
+  (``x-kubernetes-patch-*``, ``x-kubernetes-unions``) are dropped. Enums are dropped
+  because ARC's CRDs do not carry them: an enum frozen from one Kubernetes version would
+  reject a newer value that the pod API accepts. Descriptions are dropped for size (five
+  embedded pod schemas with Kubernetes' text would approach etcd's object size limit);
+  the CRD generator gives each pod field a short pointer to ``kubectl explain pod...``.
+- Defaults are kept where controller-gen writes them (the API types' ``+default``
+  markers): a scalar default of an optional field without an enum (``name: ""`` of an
+  object reference, ``fsType: ext4``, ``grpc.service: ""``). The OpenAPI document also
+  carries zero-value defaults of required fields, of list items and of whole structs
+  (``{}``); those are not in ARC's CRDs and are dropped, so the stored template stays
+  what the user wrote.
+- A list-map key that is not required must have a default in a CRD (``ports`` keyed by
+  ``containerPort`` + ``protocol``: ``protocol`` defaults to ``TCP``). A key with neither
+  makes the list ``atomic`` instead.
+- Two controller-gen conventions the OpenAPI document does not show are applied by type
+  name: structs that embed ``LocalObjectReference`` inherit its ``atomic`` map type, and
+  ``ResourceRequirements.claims`` stays a plain list as in ARC's CRDs (newer API versions
+  key it by ``name``; keying it would refuse ARC objects with a repeated claim name).
 - Only ``format`` values the CRD validator knows are kept.
 """
 
@@ -105,6 +114,20 @@ def embedded_object_meta() -> Schema:
     }
 
 
+#: Types whose Go struct embeds ``LocalObjectReference`` (``+structType=atomic``), which
+#: controller-gen propagates to the embedding struct; the OpenAPI document does not.
+_EMBEDS_LOCAL_OBJECT_REFERENCE = frozenset(
+    f"io.k8s.api.core.v1.{name}"
+    for name in (
+        "ConfigMapEnvSource",
+        "SecretEnvSource",
+        "ConfigMapVolumeSource",
+        "ConfigMapProjection",
+        "SecretProjection",
+    )
+)
+_RESOURCE_REQUIREMENTS = "io.k8s.api.core.v1.ResourceRequirements"
+
 _SPECIAL: dict[str, Schema] = {
     _OBJECT_META: embedded_object_meta(),
     _QUANTITY: quantity(),
@@ -135,6 +158,12 @@ class _Converter:
             out = self.node(self._schemas[name], name)
         finally:
             self._stack.pop()
+        if name in _EMBEDS_LOCAL_OBJECT_REFERENCE:
+            out["x-kubernetes-map-type"] = "atomic"
+        if name == _RESOURCE_REQUIREMENTS and "claims" in out.get("properties", {}):
+            claims = out["properties"]["claims"]
+            claims.pop("x-kubernetes-list-type", None)
+            claims.pop("x-kubernetes-list-map-keys", None)
         self._done[name] = out
         return copy.deepcopy(out)
 
@@ -162,6 +191,8 @@ class _Converter:
             out["format"] = fmt
         if "default" in src:
             out["_default"] = src["default"]
+        if "enum" in src:
+            out["_enum"] = True
         if "properties" in src:
             out["properties"] = {
                 k: self.node(v, f"{where}.{k}") for k, v in sorted(src["properties"].items())
@@ -182,9 +213,19 @@ class _Converter:
 
 
 def _finish(node: Schema) -> Schema:
-    """Resolve the private ``_default`` markers: keep only the defaults list-map keys need."""
+    """Resolve the private ``_default``/``_enum`` markers (see the module docstring)."""
     node.pop("_default", None)
-    for child in (node.get("properties") or {}).values():
+    node.pop("_enum", None)
+    required = set(node.get("required") or [])
+    for name, child in (node.get("properties") or {}).items():
+        default = child.get("_default")
+        if (
+            name not in required
+            and default is not None
+            and not isinstance(default, (dict, list))
+            and not child.get("_enum")
+        ):
+            child["default"] = default
         _finish(child)
     if isinstance(node.get("additionalProperties"), dict):
         _finish(node["additionalProperties"])
@@ -204,9 +245,8 @@ def _fix_list_map_keys(array: Schema, items: Schema) -> None:
         if key in required:
             continue
         prop = props.get(key)
-        if prop is not None and "_default" in prop:
-            default = prop.pop("_default")
-            prop["default"] = default
+        if prop is not None and ("_default" in prop or "default" in prop):
+            prop["default"] = prop.pop("_default", prop.get("default"))
             continue
         # Neither required nor defaulted: a CRD cannot key a list map on it.
         array["x-kubernetes-list-type"] = "atomic"

@@ -7,12 +7,15 @@ types, so manifests written for ARC apply unchanged. Pod-level types (containers
 volumes, affinity, ...) are cut out of the stored ``PodTemplateSpec`` schema, so they
 validate exactly what the pod API validates.
 
-Deliberate differences from ARC:
+Nothing here is stricter than ARC's CRDs, so an object stored under ARC's CRDs stays
+writable after the switch:
 
 - ARC checked "exactly one of enterprise, organization, repository" (and "kubernetes
-  container mode needs workVolumeClaimTemplate") in an admission webhook that users often
-  left out; here the CRD checks it with CEL, on Runner, on RD/RRS templates and on
-  RunnerSet (which ARC never validated and failed on at reconcile time).
+  container mode needs workVolumeClaimTemplate") in an optional admission webhook; gharc's
+  runner controllers report those as Warning events, the schema does not reject them.
+- The pod fields ARC copies into ``RunnerPodSpec`` (``containers``, ``env``, ``volumes``,
+  ...) are plain lists there, not the pod API's keyed lists: a Runner with two ``env``
+  entries of one name is valid under ARC's CRD (the pod API accepts it too).
 - Status fields are never ``required``: a required status field turns every partial status
   merge patch on a fresh object into a 422.
 """
@@ -55,6 +58,10 @@ def _time(nullable: bool = False) -> Schema:
     return out
 
 
+def _nullable(schema: Schema) -> Schema:
+    return {**schema, "nullable": True}
+
+
 def _strings() -> Schema:
     return {"type": "array", "items": _string()}
 
@@ -68,6 +75,14 @@ def _object(properties: dict[str, Schema], required: list[str] | None = None) ->
     if required:
         out["required"] = sorted(required)
     return out
+
+
+def _plain_list(schema: Schema) -> Schema:
+    """``schema`` without list or map type (ARC's own slices and maps carry no markers)."""
+    schema.pop("x-kubernetes-list-type", None)
+    schema.pop("x-kubernetes-list-map-keys", None)
+    schema.pop("x-kubernetes-map-type", None)
+    return schema
 
 
 class _Pod:
@@ -88,6 +103,14 @@ class _Pod:
 
     def container_field(self, name: str) -> Schema:
         return copy.deepcopy(self._container[name])
+
+    def plain_field(self, name: str) -> Schema:
+        """A pod field as ARC declares it in ``RunnerPodSpec``: no list or map type."""
+        return _plain_list(self.field(name))
+
+    def plain_container_field(self, name: str) -> Schema:
+        """A container field as ARC declares it in ``RunnerPodSpec``: no list type."""
+        return _plain_list(self.container_field(name))
 
     def pvc_spec(self) -> Schema:
         return copy.deepcopy(self._pvc_spec)
@@ -131,10 +154,7 @@ def work_volume_claim_template(pod: _Pod) -> Schema:
     """ARC ``WorkVolumeClaimTemplate``: the ephemeral ``work`` PVC of kubernetes mode."""
     return _object(
         {
-            "accessModes": {
-                "type": "array",
-                "items": {"type": "string", "enum": ["ReadWriteOnce", "ReadWriteMany"]},
-            },
+            "accessModes": _strings(),
             "resources": copy.deepcopy(pod.pvc_spec()["properties"]["resources"]),
             "storageClassName": _string(),
         },
@@ -165,53 +185,27 @@ def runner_pod_spec(pod: _Pod) -> dict[str, Schema]:
         "topologySpreadConstraints",
         "volumes",
     ]
-    out = {name: pod.field(name) for name in same_as_pod}
+    out = {name: pod.plain_field(name) for name in same_as_pod}
     out.update(
         {
-            "dockerEnv": pod.container_field("env"),
-            "dockerVolumeMounts": pod.container_field("volumeMounts"),
+            "dockerEnv": pod.plain_container_field("env"),
+            "dockerVolumeMounts": pod.plain_container_field("volumeMounts"),
             "dockerdContainerResources": pod.container_field("resources"),
-            "env": pod.container_field("env"),
-            "envFrom": pod.container_field("envFrom"),
+            "env": pod.plain_container_field("env"),
+            "envFrom": pod.plain_container_field("envFrom"),
             "imagePullPolicy": _string(),
             "resources": pod.container_field("resources"),
-            "sidecarContainers": pod.field("containers"),
-            "volumeMounts": pod.container_field("volumeMounts"),
+            "sidecarContainers": pod.plain_field("containers"),
+            "volumeMounts": pod.plain_container_field("volumeMounts"),
             "workVolumeClaimTemplate": work_volume_claim_template(pod),
         }
     )
     return out
 
 
-def _scope(field: str) -> str:
-    return f"(has(self.{field}) && size(self.{field}) > 0 ? 1 : 0)"
-
-
-#: CEL: how many of enterprise/organization/repository are set (non-empty).
-_SCOPE_COUNT = " + ".join(_scope(f) for f in ("enterprise", "organization", "repository"))
-
-RUNNER_SPEC_VALIDATIONS: list[dict[str, str]] = [
-    {
-        "rule": f"{_SCOPE_COUNT} >= 1",
-        "message": "spec needs enterprise, organization or repository",
-    },
-    {
-        "rule": f"{_SCOPE_COUNT} <= 1",
-        "message": "spec cannot have many fields defined enterprise, organization and repository",
-    },
-    {
-        "rule": "!has(self.containerMode) || self.containerMode != 'kubernetes'"
-        " || has(self.workVolumeClaimTemplate)",
-        "message": "spec.workVolumeClaimTemplate is required when containerMode is kubernetes",
-    },
-]
-
-
 def runner_spec(pod: _Pod) -> Schema:
-    """ARC ``RunnerSpec`` = RunnerConfig + RunnerPodSpec, validated like ARC's webhook."""
-    spec = _object({**runner_config(), **runner_pod_spec(pod)})
-    spec["x-kubernetes-validations"] = copy.deepcopy(RUNNER_SPEC_VALIDATIONS)
-    return spec
+    """ARC ``RunnerSpec`` = RunnerConfig + RunnerPodSpec."""
+    return _object({**runner_config(), **runner_pod_spec(pod)})
 
 
 def runner_template(pod: _Pod) -> Schema:
@@ -280,7 +274,7 @@ def _replicated_spec(pod: _Pod) -> Schema:
     return _object(
         {
             "effectiveTime": _time(nullable=True),
-            "replicas": _int(),
+            "replicas": _nullable(_int()),
             "selector": pod.label_selector(nullable=True),
             "template": runner_template(pod),
         },
@@ -346,7 +340,10 @@ def stateful_set_spec(pod: _Pod) -> dict[str, Schema]:
                 "type": _string(),
             }
         ),
-        "volumeClaimTemplates": _array(persistent_volume_claim(pod)),
+        "volumeClaimTemplates": {
+            **_array(persistent_volume_claim(pod)),
+            "x-kubernetes-list-type": "atomic",
+        },
     }
 
 
@@ -362,7 +359,6 @@ def runner_set_schema(pod: _Pod) -> Schema:
         },
         required=["selector", "template"],
     )
-    spec["x-kubernetes-validations"] = copy.deepcopy(RUNNER_SPEC_VALIDATIONS)
     return _root(spec, _deployment_status())
 
 

@@ -1,11 +1,13 @@
 """Typed views of the AutoscalingRunnerSet spec and its shared sub-types.
 
-The CRD schema already rejects malformed objects at admission. These models exist for what
-the schema cannot express or what code needs typed: the ARS controller parses the spec
-once per reconcile to get defaults right (``maxRunners`` nil means unlimited, an empty
-``runnerGroup`` the default group) and to build proxy secrets. Pod templates stay plain
-dicts: they are copied into child objects, never inspected field by field, and the hot
-paths (informer caches, diffing) work on dicts anyway.
+The CRD schema accepts whatever ARC's accepted (types only), so an object stored under
+ARC's CRDs stays writable after the switch. These models hold the rules the schema leaves
+out (``minRunners <= maxRunners``, a non-empty URL and secret, label lengths, the vault
+type): the ARS controller parses the spec once per reconcile, reports a violation in the
+object's status, and gets defaults right (``maxRunners`` nil means unlimited, an empty
+``runnerGroup`` the default group) and builds proxy secrets from the result. Pod templates
+stay plain dicts: they are copied into child objects, never inspected field by field, and
+the hot paths (informer caches, diffing) work on dicts anyway.
 
 Unknown keys are ignored, not rejected, so a newer CRD never breaks an older controller.
 """
@@ -15,7 +17,7 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import quote, urlsplit, urlunsplit
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from gharc.api.scaleset import constants as c
 
@@ -104,12 +106,23 @@ class AzureKeyVaultConfig(_Model):
     secret_key: str = Field("", alias="secretKey")
 
 
+#: Vault types the controller and listener can read credentials from.
+VAULT_TYPES = ("azure_key_vault",)
+
+
 class VaultConfig(_Model):
     """ARC ``VaultConfig``: read the GitHub credentials from a vault instead of a Secret."""
 
     type: str = ""
     azure_key_vault: AzureKeyVaultConfig | None = Field(None, alias="azureKeyVault")
     proxy: ProxyConfig | None = None
+
+    @field_validator("type")
+    @classmethod
+    def _known_type(cls, value: str) -> str:
+        if value and value not in VAULT_TYPES:
+            raise ValueError(f"vault type {value!r} is not supported (supported: azure_key_vault)")
+        return value
 
 
 class MetricLabels(_Model):
@@ -167,6 +180,17 @@ class AutoscalingRunnerSetSpec(_Model):
     )
     min_runners: int | None = Field(None, alias="minRunners", ge=0)
     max_runners: int | None = Field(None, alias="maxRunners", ge=0)
+
+    @field_validator("runner_scale_set_labels")
+    @classmethod
+    def _label_lengths(cls, labels: list[str]) -> list[str]:
+        for label in labels:
+            if not label or len(label) >= c.MAX_SCALE_SET_LABEL_LENGTH:
+                raise ValueError(
+                    f"runner scale set label {label!r} must be 1 to "
+                    f"{c.MAX_SCALE_SET_LABEL_LENGTH - 1} characters long"
+                )
+        return labels
 
     @model_validator(mode="after")
     def _min_le_max(self) -> AutoscalingRunnerSetSpec:

@@ -7,9 +7,12 @@ differs from what this module produces.
 Field names and shapes follow ARC's CRDs (chart ``gha-runner-scale-set-controller``) so
 manifests written for ARC apply unchanged. Where gharc differs, it is deliberate and noted:
 
-- AutoscalingRunnerSet ``spec`` requires ``githubConfigUrl`` and ``githubConfigSecret`` and
-  checks ``minRunners <= maxRunners`` and the 45-character name limit that ARC only
-  enforced in its Helm chart (a longer name makes the listener's labels invalid later).
+- No validation rule stricter than ARC's: every object ARC's CRDs accept is accepted, so
+  an object stored under ARC's CRDs can still be updated (and its finalizer removed) after
+  the switch. What ARC's chart or controller checked (the 45-character name limit,
+  ``minRunners <= maxRunners``, a URL and a secret, scale set label lengths, the vault
+  type) is checked by the ARS reconciler, which reports a violation as phase ``Failed``,
+  ``status.message`` and a Warning event.
 - Status fields behaviours.md needs: ARS ``observedGeneration``; ERS
   ``spec.actionableRevision``, ``status.appliedActionableRevision``,
   ``status.finishedRunnerCleanupPatchID``; listener failure accounting; ARS/ERS
@@ -102,7 +105,7 @@ def vault_config() -> Schema:
         {
             "azureKeyVault": azure,
             "proxy": proxy_config(),
-            "type": {"type": "string", "enum": ["azure_key_vault"]},
+            "type": _string(),
         }
     )
 
@@ -175,19 +178,8 @@ def autoscaling_runner_set_schema(pod_template: Schema) -> Schema:
             "ephemeralRunnerConfigSecretMetadata": resource_meta(),
             "ephemeralRunnerMetadata": resource_meta(),
             "ephemeralRunnerSetMetadata": resource_meta(),
-            "githubConfigSecret": {"type": "string", "minLength": 1},
-            "githubConfigUrl": {
-                "type": "string",
-                "minLength": 1,
-                "maxLength": 2048,
-                "x-kubernetes-validations": [
-                    {
-                        "rule": "isURL(self)",
-                        "message": "githubConfigUrl must be a URL such as "
-                        "https://github.com/my-org or https://github.com/my-org/my-repo",
-                    }
-                ],
-            },
+            "githubConfigSecret": _string(),
+            "githubConfigUrl": _string(),
             "githubServerTLS": tls_config(),
             "listenerConfigSecretMetadata": resource_meta(),
             "listenerMetrics": metrics_config(),
@@ -199,29 +191,12 @@ def autoscaling_runner_set_schema(pod_template: Schema) -> Schema:
             "minRunners": _int(minimum=0),
             "proxy": proxy_config(),
             "runnerGroup": _string(),
-            "runnerScaleSetLabels": {
-                "type": "array",
-                "items": {
-                    "type": "string",
-                    "minLength": 1,
-                    "maxLength": c.MAX_SCALE_SET_LABEL_LENGTH - 1,
-                },
-            },
+            "runnerScaleSetLabels": _strings(),
             "runnerScaleSetName": _string(),
             "template": copy.deepcopy(pod_template),
             "vaultConfig": vault_config(),
         },
-        required=["githubConfigSecret", "githubConfigUrl"],
     )
-    spec["x-kubernetes-validations"] = [
-        {
-            "rule": "!has(self.minRunners) || !has(self.maxRunners)"
-            " || self.minRunners <= self.maxRunners",
-            "message": "minRunners must be less than or equal to maxRunners",
-            "fieldPath": ".minRunners",
-            "reason": "FieldValueInvalid",
-        }
-    ]
     status = _object(
         {
             "currentRunners": _int(),
@@ -235,16 +210,7 @@ def autoscaling_runner_set_schema(pod_template: Schema) -> Schema:
             "runningEphemeralRunners": _int(),
         }
     )
-    root = _root(spec, status, required=["spec"])
-    limit = c.MAX_AUTOSCALING_RUNNER_SET_NAME_LENGTH
-    root["x-kubernetes-validations"] = [
-        {
-            "rule": f"size(self.metadata.name) <= {limit}",
-            "message": f"metadata.name must be at most {limit} characters: the listener is "
-            f"named <name>-<8 characters>-listener and used as a label value (63 at most)",
-        }
-    ]
-    return root
+    return _root(spec, status)
 
 
 def ephemeral_runner_set_schema(pod_template: Schema) -> Schema:
@@ -255,7 +221,7 @@ def ephemeral_runner_set_schema(pod_template: Schema) -> Schema:
             "ephemeralRunnerMetadata": resource_meta(),
             "ephemeralRunnerSpec": ephemeral_runner_spec(pod_template),
             "patchID": _int(),
-            "replicas": _int(minimum=0),
+            "replicas": _int(),
         },
         required=["patchID"],
     )

@@ -321,6 +321,16 @@ class AutoscalingRunnerSetReconciler:
     async def _validate(self, ars: JSON) -> ActionsClient:
         """Spec, URL and credentials, as the user can fix them; ConfigurationError if not."""
         spec = ars.get("spec") or {}
+        name = str(ars["metadata"]["name"])
+        if len(name) > c.MAX_AUTOSCALING_RUNNER_SET_NAME_LENGTH:
+            # The CRD accepts longer names (ARC's did), so an ARS stored under ARC's CRDs
+            # stays deletable; the listener's name would not fit a label value (63).
+            raise ConfigurationError(
+                "InvalidName",
+                f"metadata.name is {len(name)} characters; at most "
+                f"{c.MAX_AUTOSCALING_RUNNER_SET_NAME_LENGTH} fit: the listener is named "
+                f"<name>-<8 characters>-listener and that name is a label value (63 at most)",
+            )
         try:
             AutoscalingRunnerSetSpec.parse(spec)
         except ValidationError as err:

@@ -12,6 +12,7 @@ from gharc.api.scaleset import constants as c
 from gharc.controllers.scaleset.autoscalingrunnerset import AutoscalingRunnerSetReconciler
 from gharc.kube.reconcile import Request, Result
 from gharc.kube.resources import AUTOSCALING_RUNNER_SETS
+from gharc.testing.wait import eventually
 
 
 @pytest.fixture
@@ -77,3 +78,39 @@ async def test_invalid_spec_is_reported_once_and_not_retried_hot(
         )
         assert not fixed["status"].get("message")
         assert len(w.gh.state.scale_sets) == 1
+
+
+@pytest.mark.parametrize(
+    ("name", "spec", "reason"),
+    [
+        ("n" * 47, {}, "InvalidName"),
+        ("arc", {"minRunners": 5, "maxRunners": 2}, "InvalidSpec"),
+        ("arc", {"githubConfigSecret": ""}, "InvalidSpec"),
+        ("arc", {"runnerScaleSetLabels": ["ok", ""]}, "InvalidSpec"),
+        ("arc", {"vaultConfig": {"type": "hashicorp"}}, "InvalidSpec"),
+    ],
+    ids=["name-47", "min-gt-max", "empty-secret", "empty-label", "vault-type"],
+)
+async def test_what_the_crd_accepts_but_cannot_work_is_failed_and_deletable(
+    kubeconfig: str, namespace: str, name: str, spec: dict[str, Any], reason: str
+) -> None:
+    """ARC's CRD accepted these, so gharc's does too; the reconciler says what is wrong."""
+    async with running_world(kubeconfig, namespace) as w:
+        await w.create_ars(name, **spec)
+        ars = await w.wait_ars(
+            lambda a: (a.get("status") or {}).get("phase") == c.PHASE_FAILED,
+            name=name,
+            message="ARS Failed",
+        )
+        assert ars["status"]["message"].startswith(reason), ars["status"]["message"]
+        event = await w.wait_event(reason)
+        assert event["type"] == "Warning"
+        assert w.gh.state.scale_sets == {}
+        assert c.FINALIZER_AUTOSCALING_RUNNER_SET in ars["metadata"]["finalizers"]
+
+        await w.kube.delete(AUTOSCALING_RUNNER_SETS, ars)
+
+        async def gone() -> bool:
+            return await w.get_or_none(AUTOSCALING_RUNNER_SETS, name) is None
+
+        await eventually(gone, timeout=20, message="ARS deleted")

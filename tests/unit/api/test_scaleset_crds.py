@@ -140,7 +140,11 @@ def test_schema_is_structural(kind: str) -> None:
 def test_ars_fields_and_validation() -> None:
     schema = _schema(_by_kind()["AutoscalingRunnerSet"])
     spec = schema["properties"]["spec"]
-    assert spec["required"] == ["githubConfigSecret", "githubConfigUrl"]
+    # Nothing stricter than ARC's CRD: the ARS reconciler reports these as status Failed.
+    assert "required" not in spec
+    assert "x-kubernetes-validations" not in spec
+    assert "x-kubernetes-validations" not in schema
+    assert "required" not in schema
     for field in [
         "githubConfigUrl",
         "githubConfigSecret",
@@ -167,9 +171,6 @@ def test_ars_fields_and_validation() -> None:
         assert field in spec["properties"], field
     assert spec["properties"]["minRunners"]["minimum"] == 0
     assert spec["properties"]["maxRunners"]["minimum"] == 0
-    (rule,) = spec["x-kubernetes-validations"]
-    assert "self.minRunners <= self.maxRunners" in rule["rule"]
-    assert "minRunners" in rule["message"]
     status = schema["properties"]["status"]["properties"]
     assert status["observedGeneration"] == {"type": "integer", "format": "int64"}
     containers = spec["properties"]["template"]["properties"]["spec"]["properties"]["containers"]

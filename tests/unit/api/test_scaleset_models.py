@@ -90,3 +90,24 @@ def test_proxy_secret_data() -> None:
 
 def test_proxy_secret_data_keys_always_present() -> None:
     assert ProxyConfig().to_secret_data() == {"http_proxy": "", "https_proxy": "", "no_proxy": ""}
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [
+        {"runnerScaleSetLabels": ["ok", ""]},
+        {"runnerScaleSetLabels": ["x" * 256]},
+        {"vaultConfig": {"type": "hashicorp"}},
+    ],
+    ids=["empty-label", "long-label", "vault-type"],
+)
+def test_what_the_crd_leaves_to_the_controller(extra: dict[str, object]) -> None:
+    with pytest.raises(ValidationError):
+        AutoscalingRunnerSetSpec.parse({**BASE, **extra})
+
+
+def test_known_vault_type_and_labels_parse() -> None:
+    spec = AutoscalingRunnerSetSpec.parse(
+        {**BASE, "runnerScaleSetLabels": ["x" * 255], "vaultConfig": {"type": "azure_key_vault"}}
+    )
+    assert spec.vault_config is not None and spec.vault_config.type == "azure_key_vault"
