@@ -31,12 +31,38 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol, cast
 
+import aiohttp
 from kubernetes_asyncio import client, watch
 from kubernetes_asyncio.client.exceptions import ApiException
 
 log = logging.getLogger(__name__)
 
 NODE_NAME = "gharc-sim-node"
+
+#: A failed pod status write (conflict, throttling, 5xx, a dropped connection) is retried
+#: as a kubelet's status manager does, with a doubling wait between these bounds, until it
+#: lands or the pod is gone; it never leaves the pod with a stale status.
+STATUS_RETRY_FIRST = 0.1
+STATUS_RETRY_MAX = 2.0
+
+
+async def checked(resp: Any) -> None:
+    """Raise what the API server refused. With ``_preload_content=False`` (no model is built
+    from the answer) kubernetes_asyncio hands back the raw response whatever its status."""
+    try:
+        if not 200 <= resp.status <= 299:
+            err = ApiException(status=resp.status, reason=resp.reason)
+            err.body = await resp.text()
+            raise err
+    finally:
+        resp.release()
+
+
+def retryable(err: BaseException) -> bool:
+    """Whether a failed API call is worth repeating unchanged."""
+    if isinstance(err, ApiException):
+        return err.status in (409, 429) or err.status >= 500
+    return isinstance(err, aiohttp.ClientError | OSError | TimeoutError)
 
 
 def now_rfc3339() -> str:
@@ -410,18 +436,26 @@ class KubeletSimulator:
             "metadata": {"name": name},
             "target": {"apiVersion": "v1", "kind": "Node", "name": self.node_name},
         }
-        await self._core.create_namespaced_pod_binding(
-            name, namespace, body, _preload_content=False
-        )
+        try:
+            await checked(
+                await self._core.create_namespaced_pod_binding(
+                    name, namespace, body, _preload_content=False
+                )
+            )
+        except ApiException as err:
+            if err.status != 409:  # already bound (an earlier event of the same pod)
+                raise
 
     async def _final_delete(self, namespace: str, name: str, uid: str) -> None:
         try:
-            await self._core.delete_namespaced_pod(
-                name,
-                namespace,
-                # With a body, the API server takes the options from it, not the query.
-                body=cast(Any, {"gracePeriodSeconds": 0, "preconditions": {"uid": uid}}),
-                _preload_content=False,
+            await checked(
+                await self._core.delete_namespaced_pod(
+                    name,
+                    namespace,
+                    # With a body, the API server takes the options from it, not the query.
+                    body=cast(Any, {"gracePeriodSeconds": 0, "preconditions": {"uid": uid}}),
+                    _preload_content=False,
+                )
             )
         except ApiException as err:
             if err.status not in (404, 409):
@@ -429,9 +463,29 @@ class KubeletSimulator:
         self._runs.pop(uid, None)
 
     async def _patch_status(self, namespace: str, name: str, status: dict[str, Any]) -> None:
-        await self._core.patch_namespaced_pod_status(
-            name, namespace, {"status": status}, _preload_content=False
-        )
+        """Write a pod's status, retrying what can succeed later (see ``retryable``); a
+        404 (the pod is gone) or a refusal on the merits is raised."""
+        delay = STATUS_RETRY_FIRST
+        while True:
+            try:
+                await checked(
+                    await self._core.patch_namespaced_pod_status(
+                        name, namespace, {"status": status}, _preload_content=False
+                    )
+                )
+                return
+            except Exception as err:
+                if self._stopping or not retryable(err):
+                    raise
+                log.info(
+                    "pod %s/%s: status update failed (%r); retrying in %.1f s",
+                    namespace,
+                    name,
+                    err,
+                    delay,
+                )
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, STATUS_RETRY_MAX)
 
     # -- status documents ------------------------------------------------------------------
     @staticmethod

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import aiohttp
 import pytest
 from kubernetes_asyncio import client
 
@@ -135,6 +136,66 @@ async def test_env_from_secrets_and_mounted_files_reach_the_program(
         await eventually(lambda: _phase_is(core, namespace, "env", "Succeeded"))
     assert seen["env"] == {"PLAIN": "x", "TOKEN": "abc", "POD": "env"}
     assert seen["files"]["/etc/cfg/config.json"] == b"{}"
+
+
+class FlakyStatusWrites:
+    """The kubelet's API, except that the first pod status writes fail as ``failures`` say."""
+
+    def __init__(self, core: client.CoreV1Api, failures: list[Exception]) -> None:
+        self._core = core
+        self.failures = failures
+        self.attempts = 0
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._core, name)
+
+    async def patch_namespaced_pod_status(self, *args: Any, **kwargs: Any) -> Any:
+        self.attempts += 1
+        if self.failures:
+            raise self.failures.pop(0)
+        return await self._core.patch_namespaced_pod_status(*args, **kwargs)
+
+
+async def test_a_failed_status_write_is_retried_not_the_pod_abandoned(
+    api_client: Any, namespace: str
+) -> None:
+    core = client.CoreV1Api(api_client)
+    kubelet = KubeletSimulator(
+        api_client, programs=[by_image("quick", ExitAfter(0.2, 0))], namespaces=[namespace]
+    )
+    failures: list[Exception] = [
+        client.ApiException(status=500, reason="Internal Server Error"),
+        client.ApiException(status=409, reason="Conflict"),
+        aiohttp.ClientConnectionError("connection reset by peer"),
+    ]
+    flaky = FlakyStatusWrites(kubelet._core, failures)
+    kubelet._core = flaky  # type: ignore[assignment]
+    async with kubelet:
+        await core.create_namespaced_pod(namespace, pod("flaky", image="quick"))
+        done = await eventually(
+            lambda: _phase_is(core, namespace, "flaky", "Succeeded"), message="pod Succeeded"
+        )
+    assert done.status.container_statuses[0].state.terminated.exit_code == 0
+    assert failures == [] and flaky.attempts == 6  # 3 refused, Pending, Running, Succeeded
+
+
+async def test_a_refused_status_write_is_not_retried(api_client: Any, namespace: str) -> None:
+    """422 is a refusal on the merits: repeating it cannot help."""
+    kubelet = KubeletSimulator(api_client, namespaces=[namespace])
+    flaky = FlakyStatusWrites(
+        kubelet._core, [client.ApiException(status=422, reason="Unprocessable Entity")]
+    )
+    kubelet._core = flaky  # type: ignore[assignment]
+    core = client.CoreV1Api(api_client)
+    async with kubelet:
+        await core.create_namespaced_pod(namespace, pod("refused"))
+        await eventually(lambda: _attempted(flaky), message="status write attempted")
+        await asyncio.sleep(0.5)
+    assert flaky.attempts == 1
+
+
+async def _attempted(flaky: FlakyStatusWrites) -> bool:
+    return flaky.attempts > 0
 
 
 async def _phase_is(core: client.CoreV1Api, ns: str, name: str, phase: str) -> Any:
