@@ -97,7 +97,8 @@ class _Hosted:
     key: Key
     fingerprint: str
     resolve: Resolve
-    patcher: _HostedPatcher
+    patcher: Any
+    """A :class:`_HostedPatcher` (or a test double with ``offer`` and the same writes)."""
     task: asyncio.Task[None] | None = None
     listener: Listener | None = None
     metrics: ListenerMetrics | None = None
@@ -157,8 +158,12 @@ class ListenerHost:
         message_report_interval: float = 60.0,
         stop_timeout: float = 10.0,
         wall_clock: Callable[[], datetime] | None = None,
+        patcher_factory: Callable[[str, str], Any] | None = None,
     ) -> None:
         self.kube = kube
+        self._patcher_factory = patcher_factory or (
+            lambda namespace, name: _HostedPatcher(self.kube, namespace, name)
+        )
         self.identity = identity
         self.ladder = ladder or DEFAULT_LADDER
         self.stable_after = stable_after
@@ -200,7 +205,7 @@ class ListenerHost:
             return False
         if hosted is not None:
             self._request_stop(hosted, keep_session=True)
-        patcher = _HostedPatcher(self.kube, runner_set[0], runner_set[1])
+        patcher = self._patcher_factory(*runner_set)
         fresh = _Hosted(key=key, fingerprint=fingerprint, resolve=resolve, patcher=patcher)
         if hosted is not None:
             fresh.failures = hosted.failures

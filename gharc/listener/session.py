@@ -291,9 +291,7 @@ class SessionClient:
         """Take over a recorded session by refreshing it; None when the service dropped it."""
         for attempt in range(1, 6):
             try:
-                self.session = await self.api.refresh_message_session(
-                    self.scale_set_id, session_id
-                )
+                self.session = await self.api.refresh_message_session(self.scale_set_id, session_id)
             except GitHubError as err:
                 if err.status in (400, 404, 409):
                     log.info(

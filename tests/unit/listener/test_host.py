@@ -1,0 +1,167 @@
+"""The in-process listener host: isolation, B1's ladder per listener, takeover on restart.
+
+Time is virtual (looptime): backoffs of 5, 10, 20 s cost nothing, and every assertion about
+when something happened is about loop time, not the machine's speed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+from listener_fakes import FakeActions, FakePatcher, config, message
+
+from gharc.github.errors import Unauthorized
+from gharc.listener.host import PHASE_BACKOFF, PHASE_RUNNING, ListenerHost
+from gharc.listener.metrics import ListenerMetrics
+from gharc.testing.wait import eventually
+
+pytestmark = pytest.mark.looptime
+
+
+class HostedFake(FakePatcher):
+    """A FakePatcher with the host's extras: cleanup markers and a session record."""
+
+    def __init__(self, namespace: str, name: str) -> None:
+        super().__init__()
+        self.namespace = namespace
+        self.runner_set_name = name
+        self.recorded: str | None = None
+        self.markers: asyncio.Queue[int] = asyncio.Queue()
+
+    def offer(self, marker: int) -> None:
+        self.markers.put_nowait(marker)
+
+    async def recorded_session(self) -> str | None:
+        return self.recorded
+
+    async def record_session(self, session_id: str | None) -> None:
+        self.recorded = session_id
+
+
+class World:
+    def __init__(self) -> None:
+        self.patchers: dict[str, HostedFake] = {}
+        self.changes: list[tuple[str, str]] = []
+        self.host = ListenerHost(
+            None,
+            identity="controller-0",
+            ladder=(5.0, 10.0, 20.0),
+            stable_after=10.0,
+            on_change=self.changes.append,
+            patcher_factory=self._patcher,
+        )
+
+    def _patcher(self, namespace: str, name: str) -> HostedFake:
+        patcher = self.patchers.setdefault(name, HostedFake(namespace, name))
+        return patcher
+
+    def start(self, name: str, api: Any, fingerprint: str = "v1", **cfg: Any) -> None:
+        async def resolve(fresh: bool) -> Any:
+            if isinstance(api, BaseException):
+                raise api
+            metrics = ListenerMetrics(name=name, namespace="ns")
+            return config(ephemeral_runner_set_name=name, **cfg), api, metrics
+
+        self.host.ensure(("ctl", name), ("ns", name), fingerprint, resolve)
+
+
+def revoked() -> Unauthorized:
+    return Unauthorized("Bad credentials", status=401)
+
+
+async def _until(predicate: Any, timeout: float = 300.0) -> None:
+    async def probe() -> bool:
+        return bool(predicate())
+
+    await eventually(probe, timeout=timeout, interval=0.5)
+
+
+async def test_revoked_credentials_back_off_alone_while_the_healthy_listener_scales() -> None:
+    world = World()
+    good, bad = FakeActions(), FakeActions()
+    bad.create_errors = [revoked() for _ in range(10)]
+    world.start("good", good)
+    world.start("bad", bad)
+    loop = asyncio.get_running_loop()
+    began = loop.time()
+    await _until(lambda: world.host.status(("ctl", "bad")).failures >= 3)  # type: ignore[union-attr]
+    # B1's ladder for this listener alone: failures at ~0, 5, 15 s (5 then 10 s apart).
+    assert 14.0 <= loop.time() - began <= 16.0
+    bad_state = world.host.status(("ctl", "bad"))
+    assert bad_state is not None and bad_state.phase == PHASE_BACKOFF
+    assert "credentials" in bad_state.message
+    # Meanwhile the healthy one got its session and scales at once on a message.
+    good.queue.put_nowait(message(1, [], assigned=3))
+    await _until(
+        lambda: (
+            (3, 1) in world.patchers["good"].replicas
+            or any(r == 3 for r, _ in world.patchers["good"].replicas)
+        ),
+        timeout=5,
+    )
+    good_state = world.host.status(("ctl", "good"))
+    assert good_state is not None and good_state.phase == PHASE_RUNNING
+    assert good_state.failures == 0 and good_state.session_id
+    await world.host.stop()
+
+
+async def test_a_crash_in_one_listener_is_contained_and_reported() -> None:
+    world = World()
+    world.start("broken", RuntimeError("boom in resolve"))
+    healthy = FakeActions()
+    world.start("healthy", healthy)
+    await _until(lambda: world.host.status(("ctl", "broken")).failures >= 1)  # type: ignore[union-attr]
+    state = world.host.status(("ctl", "broken"))
+    assert state is not None
+    assert state.phase == PHASE_BACKOFF and "RuntimeError: boom in resolve" in state.message
+    assert state.restart_at is not None and state.last_failure_time is not None
+    assert ("ctl", "broken") in world.changes  # the reconciler is told
+    await _until(lambda: bool(world.patchers["healthy"].replicas), timeout=5)
+    await world.host.stop()
+
+
+async def test_failure_count_resets_after_the_listener_ran_stably() -> None:
+    world = World()
+    api = FakeActions()
+    api.create_errors = [revoked(), revoked()]
+    world.start("flaky", api)
+    await _until(lambda: world.host.status(("ctl", "flaky")).phase == PHASE_RUNNING)  # type: ignore[union-attr]
+    assert world.host.status(("ctl", "flaky")).failures == 2  # type: ignore[union-attr]
+    await asyncio.sleep(11)
+    api.queue.put_nowait(message(1, [], assigned=1))
+    await _until(lambda: world.host.status(("ctl", "flaky")).failures == 0, timeout=5)  # type: ignore[union-attr]
+    await world.host.stop()
+
+
+async def test_new_settings_restart_the_listener_which_resumes_its_session() -> None:
+    world = World()
+    api = FakeActions()
+    world.start("set", api, max_runners=10)
+    await _until(lambda: world.patchers["set"].recorded is not None)
+    first = world.patchers["set"].recorded
+    world.start("set", api, fingerprint="v2", max_runners=2)
+    # (A message queued while the old poll is being cancelled would be lost in this
+    # in-memory fake; the real queue redelivers what was not deleted.)
+    await _until(lambda: ("refresh", first) in api.calls and api.calls[-1][0] == "get")
+    api.queue.put_nowait(message(1, [], assigned=5))
+    await _until(lambda: any(r == 2 for r, _ in world.patchers["set"].replicas), timeout=10)
+    assert ("refresh", first) in api.calls  # resumed, not re-created
+    assert api.sessions_created == 1 and api.deleted_sessions == []
+    await world.host.stop()
+
+
+async def test_stop_keeps_sessions_for_the_successor_and_remove_deletes_them() -> None:
+    world = World()
+    kept, removed = FakeActions(), FakeActions()
+    world.start("kept", kept)
+    world.start("removed", removed)
+    await _until(
+        lambda: len(world.patchers) == 2 and all(p.recorded for p in world.patchers.values())
+    )
+    await world.host.remove(("ctl", "removed"))
+    assert removed.deleted_sessions == ["s1"] and world.patchers["removed"].recorded is None
+    await world.host.stop()
+    assert kept.deleted_sessions == [] and world.patchers["kept"].recorded == "s1"
+    assert len(world.host) == 0
