@@ -133,6 +133,27 @@ def image_pull_secrets() -> Schema:
     return {"type": "array", "items": ref}
 
 
+def conditions() -> Schema:
+    """``[]metav1.Condition``, keyed by ``type`` (gharc: ARS ``ListenerTemplateAllowed``)."""
+    condition = _object(
+        {
+            "lastTransitionTime": {"type": "string", "format": "date-time"},
+            "message": {"type": "string", "maxLength": 32768},
+            "observedGeneration": _int(minimum=0, fmt="int64"),
+            "reason": {"type": "string", "maxLength": 1024, "minLength": 1},
+            "status": {"type": "string", "enum": ["True", "False", "Unknown"]},
+            "type": {"type": "string", "maxLength": 316},
+        },
+        required=["lastTransitionTime", "message", "reason", "status", "type"],
+    )
+    return {
+        "type": "array",
+        "items": condition,
+        "x-kubernetes-list-map-keys": ["type"],
+        "x-kubernetes-list-type": "map",
+    }
+
+
 def _root(spec: Schema, status: Schema, required: list[str] | None = None) -> Schema:
     out = _object(
         {
@@ -199,6 +220,7 @@ def autoscaling_runner_set_schema(pod_template: Schema) -> Schema:
     )
     status = _object(
         {
+            "conditions": conditions(),
             "currentRunners": _int(),
             "deletingEphemeralRunners": _int(),
             "failedEphemeralRunners": _int(),
@@ -299,8 +321,11 @@ def autoscaling_listener_schema(pod_template: Schema) -> Schema:
             "failures": _int(minimum=0),
             "lastFailedPodUID": _string(),
             "lastFailureTime": {"type": "string", "format": "date-time"},
+            # gharc: the message session the listener holds and when it last got a message.
+            "lastMessageTime": {"type": "string", "format": "date-time"},
             "message": _string(),
             "phase": _string(),
+            "sessionId": _string(),
         }
     )
     return _root(spec, status)
@@ -369,6 +394,7 @@ _KINDS: list[tuple[str, str, Any, list[dict[str, str]]]] = [
             _col("AutoscalingRunnerSet Namespace", ".spec.autoscalingRunnerSetNamespace", "string"),
             _col("AutoscalingRunnerSet Name", ".spec.autoscalingRunnerSetName", "string"),
             _col("Failures", ".status.failures"),
+            _col("Phase", ".status.phase", "string"),
         ],
     ),
 ]
