@@ -38,15 +38,23 @@ class RunnerProgram:
     """An ephemeral runner: redeem the JIT config, take one job, run it, report, exit 0.
 
     It speaks the fake GitHub's runner-side API (``/_runner/...``). A runner that is told to
-    stop while idle disconnects and exits 0, as the real runner does on SIGTERM.
+    stop while idle disconnects and exits 0, as the real runner does on SIGTERM. While it
+    runs a job it renews it every ``renew_seconds`` (the real runner renews its job lock
+    every minute), so the fake never counts a long job's runner as lost.
     """
 
     def __init__(
-        self, *, poll_seconds: float = 30.0, speedup: float = 1.0, conflict_retries: int = 30
+        self,
+        *,
+        poll_seconds: float = 30.0,
+        speedup: float = 1.0,
+        conflict_retries: int = 30,
+        renew_seconds: float = 30.0,
     ) -> None:
         self.poll_seconds = poll_seconds
         self.speedup = speedup
         self.conflict_retries = conflict_retries
+        self.renew_seconds = renew_seconds
 
     async def run(self, ctx: ContainerContext) -> int:
         encoded = ctx.env.get(c.ENV_RUNNER_JIT_CONFIG, "")
@@ -82,11 +90,19 @@ class RunnerProgram:
         async with http.post(f"{server}/_runner/jobs/{rid}/started", headers=auth):
             pass
         duration = float(job.get("durationSeconds") or 0) / self.speedup
-        try:
-            await asyncio.wait_for(ctx.stop.wait(), timeout=duration)
-            result = "canceled"
-        except TimeoutError:
-            result = str(job.get("result") or "succeeded")
+        result = str(job.get("result") or "succeeded")
+        deadline = asyncio.get_running_loop().time() + duration
+        while (left := deadline - asyncio.get_running_loop().time()) > 0:
+            try:
+                await asyncio.wait_for(ctx.stop.wait(), timeout=min(left, self.renew_seconds))
+                result = "canceled"
+                break
+            except TimeoutError:
+                pass
+            if left > self.renew_seconds:
+                with contextlib.suppress(aiohttp.ClientError):
+                    async with http.get(f"{server}/_runner/jobs/{rid}", headers=auth):
+                        pass  # renews the job: any runner call shows the runner alive
         async with http.post(
             f"{server}/_runner/jobs/{rid}/completed", headers=auth, json={"result": result}
         ):

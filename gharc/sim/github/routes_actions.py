@@ -182,7 +182,12 @@ async def get_message(request: web.Request) -> web.Response:
             return _GONE
         return state.next_message(ss, last)
 
-    found = await ss.signal.wait_for(check, state.poll_timeout)
+    s.polls_in_flight += 1  # a session is never idle while its listener waits on it
+    try:
+        found = await ss.signal.wait_for(check, state.poll_timeout)
+    finally:
+        s.polls_in_flight -= 1
+        s.last_seen = state.now()
     if found is _GONE:
         raise StateError(401, "The session no longer exists.", "UnauthorizedRequestException")
     if found is None:

@@ -251,6 +251,9 @@ async def config(request: web.Request) -> web.Response:
         if "sessionIdleTimeout" in body:
             v = body["sessionIdleTimeout"]
             state.session_idle_timeout = None if v is None else float(v)
+        if "runnerLostTimeout" in body:
+            v = body["runnerLostTimeout"]
+            state.runner_lost_timeout = None if v is None else float(v)
     except (TypeError, ValueError):
         raise StateError(422, "config values must be numbers") from None
     return web.json_response(
@@ -259,6 +262,7 @@ async def config(request: web.Request) -> web.Response:
             "runnerPollTimeout": state.runner_poll_timeout,
             "restMaxAge": state.rest_max_age,
             "sessionIdleTimeout": state.session_idle_timeout,
+            "runnerLostTimeout": state.runner_lost_timeout,
         }
     )
 

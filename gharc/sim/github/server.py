@@ -11,6 +11,8 @@ The default world: enterprise ``octo-enterprise`` holding org ``octo-org`` with 
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import fnmatch
 import logging
 import socket
@@ -75,6 +77,9 @@ class FakeGitHubServer:
         self.faults = FaultTable()
         self.app = make_app(self.state, self.faults)
         self._runner: web.AppRunner | None = None
+        self._sweeper: asyncio.Task[None] | None = None
+        self.sweep_interval = 1.0
+        """How often the service's timers run (``FakeGitHubState.sweep``), seconds."""
         self.token = DEFAULT_TOKEN
         if default_world:
             self.state.create_org(DEFAULT_ORG, DEFAULT_ENTERPRISE)
@@ -101,8 +106,22 @@ class FakeGitHubServer:
         site = web.SockSite(self._runner, sock)
         await site.start()
         self.state.base_url = self.url
+        self._sweeper = asyncio.create_task(self._sweep(), name="fake-github-sweeper")
+
+    async def _sweep(self) -> None:
+        while True:
+            await asyncio.sleep(self.sweep_interval)
+            try:
+                self.state.sweep()
+            except Exception:
+                log.exception("fake GitHub timers failed")
 
     async def stop(self) -> None:
+        if self._sweeper is not None:
+            self._sweeper.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._sweeper
+            self._sweeper = None
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None

@@ -119,6 +119,7 @@ class Session:
     queue_token: str
     queue_token_expires_at: float
     last_seen: float
+    polls_in_flight: int = 0
 
 
 @dataclass
@@ -190,6 +191,20 @@ class WorkflowRun:
 #: process redeeming the same JIT config (a replacement pod of the same runner).
 SESSION_STALE_AFTER = 1.0
 
+#: Seconds a message session may go without a poll or refresh before the service drops it
+#: (a listener that died without deleting its session). GitHub does not document the
+#: value; one experiment saw a session dropped after about 90 s, so two minutes is
+#: modelled. Configurable per fake: ``state.session_idle_timeout`` (None: never).
+SESSION_IDLE_TIMEOUT = 120.0
+
+#: Seconds a runner holding a job may go without contacting the service (a poll, a job
+#: renewal, any runner call) before the service counts it lost, as GitHub does when a
+#: runner's machine dies: a job it started is failed ("The self-hosted runner lost
+#: communication with the server"), one it was given but never started goes back to be
+#: taken by another runner. GitHub gives up after about ten minutes. Configurable per
+#: fake: ``state.runner_lost_timeout`` (None: never).
+RUNNER_LOST_TIMEOUT = 600.0
+
 
 class FakeGitHubState:
     """All mutable state of one fake GitHub, and the rules that change it."""
@@ -204,7 +219,8 @@ class FakeGitHubState:
         self.queue_token_ttl = 3600.0
         self.installation_token_ttl = 3600.0
         self.registration_token_ttl = 3600.0
-        self.session_idle_timeout: float | None = None
+        self.session_idle_timeout: float | None = SESSION_IDLE_TIMEOUT
+        self.runner_lost_timeout: float | None = RUNNER_LOST_TIMEOUT
         self.message_batch = 50
         self.jwt_secret = secrets.token_hex(32)
         self.enterprises: dict[str, set[str]] = {}
@@ -606,12 +622,23 @@ class FakeGitHubState:
 
     # ---- sessions -----------------------------------------------------------------------
 
+    def session_expired(self, s: Session) -> bool:
+        """Idle past ``session_idle_timeout``: no poll in flight, none begun or ended lately."""
+        idle = self.session_idle_timeout
+        return idle is not None and s.polls_in_flight == 0 and s.last_seen + idle < self.now()
+
+    def _drop_session(self, s: Session) -> None:
+        if self.sessions.pop(s.id, None) is not None:
+            ss = self.scale_sets.get(s.scale_set_id)
+            if ss is not None:
+                ss.signal.fire()
+            self.changed.fire()
+
     def active_session(self, ss: ScaleSet) -> Session | None:
-        for s in self.sessions.values():
+        for s in list(self.sessions.values()):
             if s.scale_set_id == ss.id:
-                idle = self.session_idle_timeout
-                if idle is not None and s.last_seen + idle < self.now():
-                    del self.sessions[s.id]
+                if self.session_expired(s):
+                    self._drop_session(s)
                     return None
                 return s
         return None
@@ -640,6 +667,9 @@ class FakeGitHubState:
     def session(self, tenant: Tenant, scale_set_id: int, session_id: str) -> Session:
         self.scale_set(tenant, scale_set_id)
         s = self.sessions.get(session_id)
+        if s is not None and self.session_expired(s):
+            self._drop_session(s)
+            s = None
         if s is None or s.scale_set_id != scale_set_id:
             raise StateError(
                 404,
@@ -662,6 +692,9 @@ class FakeGitHubState:
 
     def session_by_queue_token(self, session_id: str, token: str) -> tuple[Session, ScaleSet]:
         s = self.sessions.get(session_id)
+        if s is not None and self.session_expired(s):
+            self._drop_session(s)
+            s = None
         if (
             s is None
             or not secrets.compare_digest(s.queue_token, token)
@@ -1016,10 +1049,45 @@ class FakeGitHubState:
         return r
 
     def runner_by_token(self, token: str) -> Runner:
+        """The runner a call authenticates as; any such call shows the runner is alive."""
         for r in self.runners.values():
             if secrets.compare_digest(r.token, token):
+                r.last_seen = self.now()
                 return r
         raise StateError(401, "Bad credentials")
+
+    # ---- the service's timers -----------------------------------------------------------
+
+    def sweep(self) -> None:
+        """What the service does on its own as time passes (the server calls this every
+        second): drop idle message sessions, and settle the jobs of lost runners."""
+        for s in list(self.sessions.values()):
+            if self.session_expired(s):
+                self._drop_session(s)
+        lost = self.runner_lost_timeout
+        if lost is None:
+            return
+        for r in list(self.runners.values()):
+            if r.job is None or r.polls_in_flight > 0 or self.now() - r.last_seen < lost:
+                continue
+            job = self.jobs[r.job]
+            r.online = False
+            if job.status == "running":
+                self._finish(job, "failed")
+            else:
+                self._release(job, r)
+
+    def _release(self, job: Job, r: Runner) -> None:
+        """A job given to a runner that was lost before starting it goes back: to its scale
+        set, for another of its runners, or to the queue for a legacy runner."""
+        r.job = None
+        job.runner_id = job.runner_name = job.runner_assign_time = None
+        if job.scale_set_id is None:
+            job.status = "queued"
+        for other in self.runners.values():
+            if other.scale_set_id == job.scale_set_id:
+                other.signal.fire()
+        self.changed.fire()
 
     def take_job(self, r: Runner) -> Job | None:
         """Give the runner its job: the one it holds, else the oldest assigned to its set."""

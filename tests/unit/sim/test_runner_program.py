@@ -80,3 +80,18 @@ async def test_a_second_process_is_refused_while_the_first_still_polls() -> None
         assert code == 1  # the session conflict did not clear: exit non-zero
         ctx.stop.set()
         assert await asyncio.wait_for(first, 10) == 0
+
+
+async def test_a_long_job_is_renewed_so_its_runner_is_never_lost() -> None:
+    """The fake fails the job of a runner silent for ``runner_lost_timeout``; a runner
+    that renews its job more often than that keeps it."""
+    async with FakeGitHubServer(poll_timeout=1.0) as gh:
+        gh.sweep_interval = 0.05
+        gh.state.runner_lost_timeout = 0.3
+        ss_id, encoded = await setup_scale_set(gh)
+        job = gh.enqueue_job("octo-org/octo-repo", ["sim-set"], duration=1.0)
+        gh.state.acquire_jobs(gh.state.scale_sets[ss_id], [job.request_id])
+        program = RunnerProgram(poll_seconds=1, renew_seconds=0.1)
+        assert await asyncio.wait_for(program.run(context(encoded)), 10) == 0
+        assert job.conclusion == "succeeded"
+        assert gh.calls("/_runner/jobs/{request_id}", method="GET") >= 5

@@ -21,10 +21,11 @@ class Raw:
         self.service = ""
         self.admin = ""
 
-    async def connect(self, org: str = "octo-org") -> None:
+    async def connect(self, org: str = "octo-org", *, token: str | None = None) -> None:
+        """Admin credentials for ``org``, from ``token`` (a PAT; the default one if None)."""
         r = await self.http.post(
             f"{self.gh.url}/api/v3/orgs/{org}/actions/runners/registration-token",
-            headers={"Authorization": f"Bearer {self.gh.token}"},
+            headers={"Authorization": f"Bearer {token or self.gh.token}"},
         )
         assert r.status_code == 201, r.text
         r = await self.http.post(
