@@ -1,12 +1,16 @@
 {{/*
-Names and labels of the gharc-controller chart. The Deployment keeps ARC's discovery labels
-(app.kubernetes.io/part-of: gha-rs-controller and actions.github.com/controller-*), so both
-gharc's gharc-scale-set chart and ARC's gha-runner-scale-set chart find this controller's
-service account when they bind their manager Role.
+Names and labels of the gharc-controller chart. They are ARC's gha-runner-scale-set-controller
+chart's: the base name "gha-rs-controller" (objects "<release>-gha-rs-controller", the same
+service account name, app.kubernetes.io/name), the same selector labels (so `helm upgrade`
+of an ARC release to this chart keeps its Deployment), and ARC's discovery labels
+(app.kubernetes.io/part-of: gha-rs-controller and actions.github.com/controller-*), so scale
+set values that pin controllerServiceAccount.name keep binding an account that exists.
 */}}
 
+{{- define "gharc-controller.baseName" -}}gha-rs-controller{{- end }}
+
 {{- define "gharc-controller.name" -}}
-{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- default (include "gharc-controller.baseName" .) .Values.nameOverride | trunc 63 | trimSuffix "-" }}
 {{- end }}
 
 {{- define "gharc-controller.namespace" -}}
@@ -17,7 +21,7 @@ service account when they bind their manager Role.
 {{- if .Values.fullnameOverride }}
 {{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" }}
 {{- else }}
-{{- $name := default .Chart.Name .Values.nameOverride }}
+{{- $name := default (include "gharc-controller.baseName" .) .Values.nameOverride }}
 {{- if contains $name .Release.Name }}
 {{- .Release.Name | trunc 63 | trimSuffix "-" }}
 {{- else }}
@@ -32,6 +36,7 @@ service account when they bind their manager Role.
 
 {{- define "gharc-controller.selectorLabels" -}}
 app.kubernetes.io/name: {{ include "gharc-controller.name" . }}
+app.kubernetes.io/namespace: {{ include "gharc-controller.namespace" . }}
 app.kubernetes.io/instance: {{ .Release.Name }}
 {{- end }}
 
@@ -46,8 +51,35 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- end }}
 {{- end }}
 
+{{/*
+The controller image. ARC's images hold ARC's Go binaries, not `gharc`: a values file copied
+from ARC (users pass the whole file) would start a controller that cannot run and hand the
+same image to every listener. Refuse it, saying what to set.
+*/}}
 {{- define "gharc-controller.image" -}}
-{{- printf "%s:%s" .Values.image.repository (.Values.image.tag | default .Chart.AppVersion) }}
+{{- $repo := toString .Values.image.repository }}
+{{- if regexMatch "(^|/)(gha-runner-scale-set-controller|actions-runner-controller)$" $repo }}
+{{- fail (printf "image.repository %q is ARC's controller image, which cannot run gharc (command: gharc controller); remove image.repository (and image.tag) from your values to use gharc's image ghcr.io/gharc/gharc, or set image.repository to a gharc image" $repo) }}
+{{- end }}
+{{- printf "%s:%s" $repo (.Values.image.tag | default .Chart.AppVersion) }}
+{{- end }}
+
+{{/*
+Values of ARC's controller charts that gharc cannot honour: refused with a message rather
+than silently ignored.
+*/}}
+{{- define "gharc-controller.refuseUnsupported" -}}
+{{- if hasKey .Values "controller" }}
+{{- fail "controller.* is the layout of ARC's experimental controller chart; this chart takes ARC's gha-runner-scale-set-controller layout (image, flags, metrics, serviceAccount, ... at the top level): move the settings there and remove controller" }}
+{{- end }}
+{{- with (default dict .Values.pprof).addr }}
+{{- fail (printf "pprof.addr %q: gharc has no Go profiler endpoint; remove pprof.addr (docs/configuration.md)" (toString .)) }}
+{{- end }}
+{{- with ((default dict .Values.flags).rateLimiter | default dict).name }}
+{{- if ne . "bucket_rate_limiter" }}
+{{- fail (printf "flags.rateLimiter.name %q is not supported: gharc's work queues always combine per-item backoff with an overall token bucket (ARC's bucket_rate_limiter); remove flags.rateLimiter" .) }}
+{{- end }}
+{{- end }}
 {{- end }}
 
 {{- define "gharc-controller.serviceAccountName" -}}

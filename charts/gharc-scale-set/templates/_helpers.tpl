@@ -60,13 +60,30 @@ annotations:
 {{- end }}
 {{- end }}
 
-{{/* Container mode, validated once. */}}
+{{/* Container mode, validated once; "none" (ARC's spelling of no mode) is "". */}}
 {{- define "gharc-scale-set.mode" -}}
 {{- $mode := (default dict .Values.containerMode).type | default "" }}
+{{- if eq $mode "none" }}{{ $mode = "" }}{{ end }}
 {{- if not (has $mode (list "" "dind" "kubernetes" "kubernetes-novolume")) }}
-{{- fail (printf "containerMode.type must be \"\", \"dind\", \"kubernetes\" or \"kubernetes-novolume\", got %q" $mode) }}
+{{- fail (printf "containerMode.type must be \"\" (or \"none\"), \"dind\", \"kubernetes\" or \"kubernetes-novolume\", got %q" $mode) }}
 {{- end }}
 {{- $mode }}
+{{- end }}
+
+{{/*
+minRunners or maxRunners as ARC's chart reads them: a number or a quoted number; null or
+a negative number means "not set" (no minimum, no limit). Returns "" or the integer.
+Call with (dict "name" "minRunners" "value" .Values.minRunners).
+*/}}
+{{- define "gharc-scale-set.runnerCount" -}}
+{{- $v := .value }}
+{{- if not (kindIs "invalid" $v) }}
+{{- if and (kindIs "string" $v) (not (regexMatch "^\\s*-?[0-9]+\\s*$" $v)) }}
+{{- fail (printf "%s must be a whole number, got %q" .name $v) }}
+{{- end }}
+{{- $n := int64 (trim (toString $v)) }}
+{{- if ge $n 0 }}{{ $n }}{{ end }}
+{{- end }}
 {{- end }}
 
 {{- define "gharc-scale-set.kubeMode" -}}

@@ -80,7 +80,7 @@ async def test_install_both_charts_and_reach_running(
     flags = {"watchSingleNamespace": runners_ns} if single_namespace else {}
     await core.create_namespace({"metadata": {"name": runners_ns}})
     release = f"ctl-{uuid.uuid4().hex[:6]}"
-    fullname = f"{release}-gharc-controller"
+    fullname = f"{release}-gha-rs-controller"
     try:
         async with FakeGitHubServer(poll_timeout=1.0) as gh:
             # --- the controller chart -------------------------------------------------

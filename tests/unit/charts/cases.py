@@ -11,7 +11,7 @@ GOLDEN = Path(__file__).parent / "golden"
 
 #: The controller the scale set cases bind their manager Role to (`helm template` cannot
 #: look the controller Deployment up).
-CONTROLLER_SA = {"name": "arc-gharc-controller", "namespace": "arc-systems"}
+CONTROLLER_SA = {"name": "arc-gha-rs-controller", "namespace": "arc-systems"}
 
 _APP_KEY = "-----BEGIN RSA PRIVATE KEY-----\nMIIfake\n-----END RSA PRIVATE KEY-----\n"
 

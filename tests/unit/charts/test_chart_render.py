@@ -61,7 +61,7 @@ def test_controller_args_are_accepted_by_the_controller(helm: Helm) -> None:
     assert container["command"] == ["gharc", "controller"]
     args = parse_args(container["args"], {c.ENV_CONTROLLER_NAMESPACE: "arc-systems"})
     assert args.enable_leader_election
-    assert args.leader_election_id == "arc-gharc-controller"
+    assert args.leader_election_id == "arc-gha-rs-controller"
     assert args.auto_scaler_image_pull_secrets == ("regcred",)
     assert args.exclude_label_propagation_prefixes == ("argocd.argoproj.io/",)
     assert args.runner_max_concurrent_reconciles == 8
@@ -86,7 +86,7 @@ def test_single_replica_has_no_leader_election(helm: Helm) -> None:
     assert not any(a.startswith("--enable-leader-election") for a in manager(docs)["args"])
     assert not [d for d in docs if d["metadata"]["name"].endswith("-leader-election")]
     lease_role = one(
-        render(helm, "controller-replicas-2"), "Role", "arc-gharc-controller-leader-election"
+        render(helm, "controller-replicas-2"), "Role", "arc-gha-rs-controller-leader-election"
     )
     assert lease_role["rules"][0]["resources"] == ["leases"]
 
@@ -112,7 +112,7 @@ def test_metrics_service_follows_metrics_addr(helm: Helm) -> None:
 def test_watch_single_namespace_has_no_cluster_rights(helm: Helm) -> None:
     docs = render(helm, "controller-watch-single-namespace")
     assert not [d for d in docs if d["kind"] in ("ClusterRole", "ClusterRoleBinding")]
-    watch = one(docs, "Role", "arc-gharc-controller-single-namespace-watch")
+    watch = one(docs, "Role", "arc-gha-rs-controller-single-namespace-watch")
     assert watch["metadata"]["namespace"] == "arc-runners"
     deploy = one(docs, "Deployment")
     assert deploy["metadata"]["labels"]["actions.github.com/controller-watch-single-namespace"] == (
@@ -282,7 +282,7 @@ LONG = "a" * 46
             "arc",
             "minRunners (5) must not be greater than maxRunners (2)",
         ),
-        ({"maxRunners": -1}, "arc", "/maxRunners"),
+        ({"maxRunners": "lots"}, "arc", "maxRunners"),
         ({}, LONG, "at most 45 are allowed"),
         ({"runnerScaleSetName": LONG}, "arc", "maxLength"),
         (
