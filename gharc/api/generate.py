@@ -22,8 +22,10 @@ from pathlib import Path
 from typing import Any
 
 from gharc.api import crds as crds_pkg
+from gharc.api import descriptions
 from gharc.api.legacy import schema as legacy_schema
 from gharc.api.podtemplate import pod_template_spec_schema
+from gharc.api.scaleset import descriptions as scaleset_descriptions
 from gharc.api.scaleset import schema as scaleset_schema
 
 CRD_DIR = Path(crds_pkg.__file__).parent
@@ -88,13 +90,22 @@ def _render(docs: list[dict[str, Any]]) -> dict[str, str]:
 
 
 def render_crd_files(pod_template: dict[str, Any]) -> dict[str, str]:
-    """File name -> text of every scale set CRD manifest."""
-    return _render(scaleset_schema.crds(pod_template))
+    """File name -> text of every scale set CRD manifest; every field described."""
+    docs = scaleset_schema.crds(descriptions.with_pod_pointers(pod_template))
+    for doc in docs:
+        table = scaleset_descriptions.table_for(doc["spec"]["names"]["kind"])
+        for version in doc["spec"]["versions"]:
+            descriptions.apply(version["schema"]["openAPIV3Schema"], table)
+    return _render(docs)
 
 
 def render_legacy_crd_files(pod_template: dict[str, Any]) -> dict[str, str]:
-    """File name -> text of every legacy (``actions.summerwind.dev``) CRD manifest."""
-    return _render(legacy_schema.crds(pod_template))
+    """File name -> text of every legacy (``actions.summerwind.dev``) CRD manifest.
+
+    Pod fields point at the pod API's documentation; the legacy types' own fields are
+    described where their schema module gives text (not all of them yet).
+    """
+    return _render(legacy_schema.crds(descriptions.with_pod_pointers(pod_template)))
 
 
 def stale_files(files: dict[str, str], directory: Path = CRD_DIR) -> list[str]:
