@@ -207,14 +207,16 @@ class AutoscalingListenerReconciler:
     async def _reconcile_in_process(self, listener: JSON, host: ListenerHost) -> Result | None:
         """Run the listener as a task of this process and mirror its state into status.
 
-        A listener pod left from ``Pod`` mode is deleted first: two listeners would take
-        the session from each other.
+        A listener pod left from ``Pod`` mode is deleted first, and the in-process listener
+        starts only once it is gone: two listeners would take the session from each other
+        (the pod deletes its session when it stops; the successor then creates a new one).
         """
         meta, spec = listener["metadata"], listener.get("spec") or {}
         key = (str(meta["namespace"]), str(meta["name"]))
         if await self._has_pod_mode_objects(listener):
-            log.info("listener %s/%s: in-process mode; removing its pod", *key)
-            await self._delete_pod_mode_objects(listener)
+            log.info("listener %s/%s: in-process mode; removing its pod first", *key)
+            if await self._delete_pod_mode_objects(listener):
+                return Result(requeue_after=CLEANUP_POLL)
         ars_ns = str(spec.get("autoscalingRunnerSetNamespace") or "")
         runner_set = (ars_ns, str(spec.get("ephemeralRunnerSetName") or ""))
         try:

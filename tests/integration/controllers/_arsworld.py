@@ -184,6 +184,7 @@ async def running_world(
     *,
     before_start: Callable[[], Awaitable[None]] | None = None,
     with_secret: bool = True,
+    listener_mode: str = "Pod",
     **overrides: Any,
 ) -> AsyncIterator[World]:
     """Fake GitHub + ``gharc controller`` for one namespace; stopped cleanly afterwards."""
@@ -200,6 +201,8 @@ async def running_world(
             kubeconfig=kubeconfig,
             k8s_client_qps=0,
             listener_image="gharc:test",
+            # These tests read the listener's pod, RBAC and secrets: Pod mode unless asked.
+            listener_mode=listener_mode,
             option_overrides=overrides,
         )
         holder: list[Any] = []

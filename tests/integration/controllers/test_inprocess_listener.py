@@ -1,0 +1,80 @@
+"""In-process listeners (``--listener-mode InProcess``) on the real API server.
+
+The listener runs as a task of the controller: no pod, its state on the AutoscalingListener.
+A credential outage (the PAT revoked, derived tokens expired) must cost the outage and no
+more: the listener keeps its session, backs off along B1's ladder with a Warning event, reads
+the Secret again and resumes the same session once a working token is there, without a
+restart of anything.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from _arsworld import SECRET_NAME, World, running_world
+
+from gharc.kube.resources import EPHEMERAL_RUNNER_SETS, PODS, SECRETS
+from gharc.sim.github import DEFAULT_REPO
+from gharc.testing.wait import eventually
+
+
+async def _status(w: World, ars: dict[str, Any]) -> dict[str, Any]:
+    listener = await w.listener(ars)
+    return dict((listener or {}).get("status") or {})
+
+
+async def test_credential_outage_keeps_the_session_and_recovers_on_a_rotated_token(
+    kubeconfig: str, namespace: str
+) -> None:
+    async with running_world(
+        kubeconfig, namespace, listener_mode="InProcess", listener_failure_backoff=(1.0, 2.0)
+    ) as w:
+        ars = await w.create_ars(maxRunners=3)
+
+        async def running() -> dict[str, Any] | None:
+            status = await _status(w, ars)
+            return status if status.get("phase") == "Running" and status.get("sessionId") else None
+
+        first = await eventually(running, timeout=30, message="in-process listener running")
+        session_id = first["sessionId"]
+        assert await w.get_or_none(PODS, w.listener_name(ars)) is None  # no pod in this mode
+
+        # The outage: the PAT is revoked and every token derived from it expires.
+        w.gh.state.revoke_token(w.gh.token)
+        for kind in ("registration", "admin", "queue"):
+            w.gh.state.expire(kind)
+
+        async def backing_off() -> dict[str, Any] | None:
+            status = await _status(w, ars)
+            ok = status.get("phase") == "BackOff" and int(status.get("failures") or 0) >= 2
+            return status if ok else None
+
+        failed = await eventually(backing_off, timeout=60, message="listener backing off")
+        assert "credentials" in failed["message"]
+        await w.wait_event("ListenerBackOff")
+        assert w.gh.state.sessions.get(session_id) is not None  # kept, not deleted
+
+        # The fix: a new token rotated into the same Secret (nothing restarted).
+        token = w.gh.state.create_pat()
+        secret = await w.kube.get(SECRETS, SECRET_NAME, namespace=namespace)
+        await w.kube.merge_patch(SECRETS, secret, {"stringData": {"github_token": token}})
+
+        async def recovered() -> dict[str, Any] | None:
+            status = await _status(w, ars)
+            return status if status.get("phase") == "Running" else None
+
+        loop = asyncio.get_running_loop()
+        rotated_at = loop.time()
+        back = await eventually(recovered, timeout=60, message="listener recovered")
+        # Read again after the failure, not when the controller's 30 s Secret cache expires.
+        assert loop.time() - rotated_at < 25
+        assert back["sessionId"] == session_id  # the same session, resumed
+        w.gh.enqueue_job(DEFAULT_REPO, [ars["metadata"]["name"]])
+
+        async def scaled() -> bool:
+            ers = await w.ers(ars["metadata"]["name"])
+            return bool(ers and (ers.get("spec") or {}).get("replicas") == 1)
+
+        await eventually(scaled, timeout=30, message="the job's runner requested")
+        assert (await w.kube.list(EPHEMERAL_RUNNER_SETS, namespace=namespace))
