@@ -36,6 +36,8 @@ from pydantic import ValidationError
 
 from gharc.api.scaleset import constants as c
 from gharc.api.scaleset.models import AutoscalingRunnerSetSpec
+from gharc.controllers.scaleset import conditions as cond
+from gharc.controllers.scaleset import listenerpolicy
 from gharc.controllers.scaleset import listenerresources as lr
 from gharc.controllers.scaleset.credentials import ClientResolver, ConfigurationError, GitHubTarget
 from gharc.controllers.scaleset.events import NORMAL, WARNING, EventRecorder, emit
@@ -298,6 +300,7 @@ class AutoscalingRunnerSetReconciler:
                 )
             )
         try:
+            self._check_listener_template(ars)
             client = await self._validate(ars)
             ars = await self._ensure_scale_set(ars, client)
         except ConfigurationError as err:
@@ -346,10 +349,48 @@ class AutoscalingRunnerSetReconciler:
         target = GitHubTarget.from_spec(ars["metadata"]["namespace"], spec)
         return await self.resolver.client_for(target)
 
+    def _check_listener_template(self, ars: JSON) -> None:
+        """Refuse a ``listenerTemplate`` outside the listener policy (docs/security.md).
+
+        Checked before anything exists for the ARS (scale set, ERS, listener), so a
+        refused template leaves nothing behind; a listener already running from an
+        earlier, allowed template is left as it is.
+        """
+        if self.options.allow_unrestricted_listener_template:
+            return
+        violations = listenerpolicy.template_violations(
+            (ars.get("spec") or {}).get("listenerTemplate"),
+            allowed_pull_secrets=self.options.listener_image_pull_secrets,
+        )
+        if violations:
+            raise ConfigurationError(cond.REASON_FORBIDDEN, listenerpolicy.describe(violations))
+
+    def _template_condition(self, ars: JSON, forbidden: str | None) -> list[JSON]:
+        """``status.conditions`` with ``ListenerTemplateAllowed`` set.
+
+        ``forbidden`` is the violations, or None: the template is checked first, so any
+        other outcome of a reconcile means it passed.
+        """
+        if forbidden is not None:
+            verdict = (cond.FALSE, cond.REASON_FORBIDDEN, forbidden)
+        elif self.options.allow_unrestricted_listener_template:
+            verdict = (cond.TRUE, cond.REASON_UNRESTRICTED, "listener template checks are off")
+        else:
+            verdict = (cond.TRUE, cond.REASON_ALLOWED, "listener template is allowed")
+        return cond.set_condition(
+            (ars.get("status") or {}).get("conditions"),
+            cond.LISTENER_TEMPLATE_ALLOWED,
+            *verdict,
+            generation=int(ars["metadata"].get("generation") or 0),
+        )
+
     async def _report_invalid(self, ars: JSON, err: ConfigurationError) -> Result | None:
         status = ars.get("status") or {}
         message = f"{err.reason}: {err.message}"
-        if status.get("phase") != PHASE_FAILED or status.get("message") != message:
+        forbidden = err.message if err.reason == cond.REASON_FORBIDDEN else None
+        conditions = self._template_condition(ars, forbidden)
+        reported = status.get("phase") == PHASE_FAILED and status.get("message") == message
+        if not reported:
             log.warning(
                 "ARS %s/%s is invalid: %s",
                 ars["metadata"]["namespace"],
@@ -357,7 +398,10 @@ class AutoscalingRunnerSetReconciler:
                 message,
             )
             await emit(self.recorder, ars, WARNING, err.reason, err.message)
-            await self._patch_status(ars, {"phase": PHASE_FAILED, "message": message})
+        if not reported or (status.get("conditions") or []) != conditions:
+            await self._patch_status(
+                ars, {"phase": PHASE_FAILED, "message": message, "conditions": conditions}
+            )
         if err.reason in _SLOW_RETRY_REASONS:
             return Result(requeue_after=SLOW_RETRY)
         return None  # the next change of the object brings us back
@@ -600,6 +644,7 @@ class AutoscalingRunnerSetReconciler:
         }
         if status.get("message"):
             want["message"] = None
+        want["conditions"] = self._template_condition(ars, None)
         if applied:
             want["observedGeneration"] = int(ars["metadata"].get("generation") or 0)
         if any(status.get(k) != v for k, v in want.items()):

@@ -25,6 +25,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from gharc.api.scaleset import constants as c
+from gharc.controllers.scaleset import listenerpolicy as policy
 from gharc.controllers.scaleset.labels import filter_and_merge_labels
 from gharc.controllers.scaleset.options import ScaleSetOptions
 from gharc.github.config import InvalidConfigUrl, parse_config_url
@@ -36,6 +37,9 @@ RBAC_API_GROUP = "rbac.authorization.k8s.io"
 LISTENER_CONFIG_VOLUME = "listener-config"
 LISTENER_CONFIG_DIR = "/etc/gha-listener"
 LISTENER_TERMINATION_GRACE_SECONDS = 60
+#: Writable scratch space: the listener's root filesystem is read-only.
+LISTENER_TMP_VOLUME = "tmp"
+LISTENER_TMP_DIR = "/tmp"
 
 
 # --- comparison helpers ------------------------------------------------------------------
@@ -448,10 +452,28 @@ def _proxy_env(listener: Mapping[str, Any]) -> list[JSON]:
     return [{"name": k, "valueFrom": {"secretKeyRef": {"name": secret, "key": k}}} for k in keys]
 
 
+def listener_template_violations(
+    listener: Mapping[str, Any], options: ScaleSetOptions
+) -> list[policy.Violation]:
+    """What the listener's ``spec.template`` may not change ([] when unrestricted)."""
+    if options.allow_unrestricted_listener_template:
+        return []
+    return policy.template_violations(
+        _spec(listener).get("template"),
+        allowed_pull_secrets=options.listener_image_pull_secrets,
+        root="spec.template",
+    )
+
+
 def listener_pod(listener: Mapping[str, Any], options: ScaleSetOptions) -> JSON:
     """The listener Pod (§8.5), with ``spec.template`` merged in (§8.6).
 
     ``restartPolicy: Never``: the listener reconciler paces restarts itself (behaviours B1).
+    The pod meets the Pod Security ``restricted`` profile: it runs in the controller's
+    namespace, so a template may only make it stricter (:mod:`listenerpolicy`) unless
+    ``allow_unrestricted_listener_template``. Raises
+    :class:`~gharc.controllers.scaleset.listenerpolicy.ListenerTemplateForbidden` rather than
+    build a pod from a forbidden template (the reconcilers refuse it before they get here).
     """
     meta, spec = _meta(listener), _spec(listener)
     name = str(meta["name"])
@@ -464,8 +486,10 @@ def listener_pod(listener: Mapping[str, Any], options: ScaleSetOptions) -> JSON:
             *_proxy_env(listener),
         ],
         "volumeMounts": [
-            {"name": LISTENER_CONFIG_VOLUME, "mountPath": LISTENER_CONFIG_DIR, "readOnly": True}
+            {"name": LISTENER_CONFIG_VOLUME, "mountPath": LISTENER_CONFIG_DIR, "readOnly": True},
+            {"name": LISTENER_TMP_VOLUME, "mountPath": LISTENER_TMP_DIR},
         ],
+        "securityContext": copy.deepcopy(dict(policy.RESTRICTED_CONTAINER_SECURITY_CONTEXT)),
     }
     port = metrics_port(options.listener_metrics_addr) if metrics_enabled(options) else None
     if port:
@@ -475,12 +499,14 @@ def listener_pod(listener: Mapping[str, Any], options: ScaleSetOptions) -> JSON:
         "nodeSelector": {c.LABEL_KUBERNETES_OS: c.LABEL_VALUE_KUBERNETES_OS_LINUX},
         "restartPolicy": "Never",
         "terminationGracePeriodSeconds": LISTENER_TERMINATION_GRACE_SECONDS,
+        "securityContext": copy.deepcopy(dict(policy.RESTRICTED_POD_SECURITY_CONTEXT)),
         "containers": [container],
         "volumes": [
             {
                 "name": LISTENER_CONFIG_VOLUME,
                 "secret": {"secretName": c.listener_config_secret_name(name)},
-            }
+            },
+            {"name": LISTENER_TMP_VOLUME, "emptyDir": {}},
         ],
     }
     if spec.get("imagePullSecrets"):
@@ -497,9 +523,71 @@ def listener_pod(listener: Mapping[str, Any], options: ScaleSetOptions) -> JSON:
         "spec": pod_spec,
     }
     template = spec.get("template")
-    if template:
+    if not template:
+        return pod
+    if options.allow_unrestricted_listener_template:
         merge_listener_pod_template(pod, template)
+        _keep_default_security_contexts(pod, template)
+        return pod
+    violations = listener_template_violations(listener, options)
+    if violations:
+        raise policy.ListenerTemplateForbidden(violations)
+    return merge_restricted_listener_template(pod, template)
+
+
+def _keep_default_security_contexts(pod: JSON, template: Mapping[str, Any]) -> None:
+    """ARC's merge drops a security context the template does not set; keep ours then."""
+    tspec = template.get("spec") or {}
+    spec = pod["spec"]
+    if tspec.get("securityContext") is None:
+        spec["securityContext"] = copy.deepcopy(dict(policy.RESTRICTED_POD_SECURITY_CONTEXT))
+    tlistener: Mapping[str, Any] = next(
+        (x for x in tspec.get("containers") or [] if x.get("name") == c.LISTENER_CONTAINER_NAME),
+        {},
+    )
+    if tlistener.get("securityContext") is None and spec.get("containers"):
+        spec["containers"][0]["securityContext"] = copy.deepcopy(
+            dict(policy.RESTRICTED_CONTAINER_SECURITY_CONTEXT)
+        )
+
+
+def merge_restricted_listener_template(pod: JSON, template: Mapping[str, Any]) -> JSON:
+    """Apply an allowed template (see :mod:`listenerpolicy`) to ``pod``, in place.
+
+    Only the allowed fields are read, so anything else is ignored even if unchecked.
+    Unlike ARC's merge, fields the template leaves out keep gharc's value (no reset of
+    ``terminationGracePeriodSeconds``), and a security context is laid over the restricted
+    default instead of replacing it: a template that sets ``runAsUser`` keeps
+    ``runAsNonRoot`` and the seccomp profile.
+    """
+    _merge_template_metadata(pod, template)
+    tspec = template.get("spec") or {}
+    spec = pod.setdefault("spec", {})
+    listener = spec["containers"][0]
+    for tc in tspec.get("containers") or []:
+        if tc.get("name") != c.LISTENER_CONTAINER_NAME:
+            continue
+        if tc.get("env"):
+            listener["env"] = [*(listener.get("env") or []), *copy.deepcopy(tc["env"])]
+        for key in ("resources", "imagePullPolicy"):
+            if tc.get(key) is not None:
+                listener[key] = copy.deepcopy(tc[key])
+        _overlay(listener, "securityContext", tc.get("securityContext"))
+    if tspec.get("nodeSelector") is not None:
+        _set_or_drop(spec, "nodeSelector", tspec["nodeSelector"] or None)
+    for key in ("tolerations", "affinity", "topologySpreadConstraints", "priorityClassName"):
+        if tspec.get(key) is not None:
+            spec[key] = copy.deepcopy(tspec[key])
+    if tspec.get("imagePullSecrets") is not None:
+        _set_or_drop(spec, "imagePullSecrets", tspec["imagePullSecrets"] or None)
+    _overlay(spec, "securityContext", tspec.get("securityContext"))
     return pod
+
+
+def _overlay(target: JSON, key: str, extra: Mapping[str, Any] | None) -> None:
+    """``target[key]`` updated key by key with ``extra`` (the policy checked ``extra``)."""
+    if extra:
+        target[key] = {**(target.get(key) or {}), **copy.deepcopy(dict(extra))}
 
 
 # --- listenerTemplate merge (§8.6) -------------------------------------------------------
@@ -578,13 +666,8 @@ def _merge_container(base: JSON, tmpl: Mapping[str, Any]) -> None:
         _set_or_drop(base, key, tmpl.get(key))
 
 
-def merge_listener_pod_template(pod: JSON, template: Mapping[str, Any]) -> JSON:
-    """ARC ``mergeListenerPodWithTemplate``, in place; returns ``pod``.
-
-    Faithful to ARC, including its sharp edge: any template overwrites the listed pod
-    fields, so a template without ``terminationGracePeriodSeconds`` removes the 60 s default.
-    Service account fields of the template are ignored (the listener needs its own).
-    """
+def _merge_template_metadata(pod: JSON, template: Mapping[str, Any]) -> None:
+    """Template labels/annotations are added where the key is absent (ours win)."""
     tmeta = template.get("metadata") or {}
     meta = pod.setdefault("metadata", {})
     for key in ("labels", "annotations"):
@@ -594,6 +677,17 @@ def merge_listener_pod_template(pod: JSON, template: Mapping[str, Any]) -> JSON:
             for k, v in extra.items():
                 merged.setdefault(k, v)
             meta[key] = merged
+
+
+def merge_listener_pod_template(pod: JSON, template: Mapping[str, Any]) -> JSON:
+    """ARC ``mergeListenerPodWithTemplate``, in place; returns ``pod``.
+
+    Faithful to ARC, including its sharp edge: any template overwrites the listed pod
+    fields, so a template without ``terminationGracePeriodSeconds`` removes the 60 s default.
+    Service account fields of the template are ignored (the listener needs its own).
+    Used only under ``--allow-unrestricted-listener-template``.
+    """
+    _merge_template_metadata(pod, template)
     tspec = template.get("spec") or {}
     spec = pod.setdefault("spec", {})
     containers: list[JSON] = spec.setdefault("containers", [])

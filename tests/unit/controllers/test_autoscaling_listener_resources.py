@@ -180,7 +180,8 @@ def test_template_node_selector(node_selector: Any, expected: Any) -> None:
     assert pod["spec"]["tolerations"] == [{"key": "k", "operator": "Exists"}]
 
 
-def test_template_merges_listener_container_and_appends_sidecars() -> None:
+def test_unrestricted_template_merges_listener_container_and_appends_sidecars() -> None:
+    """ARC's merge, kept behind ``--allow-unrestricted-listener-template``."""
     template = {
         "metadata": {"labels": {"extra": "1", c.LABEL_COMPONENT: "ignored"}},
         "spec": {
@@ -196,7 +197,12 @@ def test_template_merges_listener_container_and_appends_sidecars() -> None:
             "securityContext": {"runAsNonRoot": True},
         },
     }
-    pod = lr.listener_pod(listener(listenerTemplate=template), OPTIONS)
+    unrestricted = ScaleSetOptions(
+        controller_namespace="arc-systems",
+        listener_image="gharc:1",
+        allow_unrestricted_listener_template=True,
+    )
+    pod = lr.listener_pod(listener(listenerTemplate=template), unrestricted)
     first, sidecar = pod["spec"]["containers"]
     assert first["image"] == "gharc:1" and first["imagePullPolicy"] == "Always"
     assert [e["name"] for e in first["env"]] == ["LISTENER_CONFIG_PATH", "A"]
