@@ -170,25 +170,18 @@ class World:
         if self.api is not None:
             await self.api.close()
 
-    async def start_controller(self) -> None:
-        env = {
-            **os.environ,
-            "CONTROLLER_MANAGER_POD_NAMESPACE": self.controller_namespace,
-            "CONTROLLER_MANAGER_CONTAINER_IMAGE": "ghcr.io/gharc/gharc:dev",
-            **self.controller_env,
-        }
-        if self.log_dir is not None:
-            self.log_dir.mkdir(parents=True, exist_ok=True)
-            self.controller_log_path = self.log_dir / "controller.log"
-            self._controller_log = self.controller_log_path.open("ab")
-        self.controller = await asyncio.create_subprocess_exec(
+    def controller_command(self, metrics_port: int | None = None) -> list[str]:
+        """The ``gharc controller`` command line; another replica of the same controller
+        (leader election) runs it with its own ``metrics_port``."""
+        port = self.metrics_port if metrics_port is None else metrics_port
+        return [
             sys.executable,
             "-m",
             "gharc",
             "controller",
             "--auto-scaling-runner-set-only",
             f"--kubeconfig={self.kubeconfig}",
-            f"--metrics-addr=127.0.0.1:{self.metrics_port}",
+            f"--metrics-addr=127.0.0.1:{port}",
             "--listener-metrics-addr=0",
             "--log-level=info",
             *(
@@ -197,7 +190,25 @@ class World:
                 else []
             ),
             *self.controller_args,
-            env=env,
+        ]
+
+    def controller_environ(self) -> dict[str, str]:
+        """The controller's environment, as its Deployment sets it."""
+        return {
+            **os.environ,
+            "CONTROLLER_MANAGER_POD_NAMESPACE": self.controller_namespace,
+            "CONTROLLER_MANAGER_CONTAINER_IMAGE": "ghcr.io/gharc/gharc:dev",
+            **self.controller_env,
+        }
+
+    async def start_controller(self) -> None:
+        if self.log_dir is not None:
+            self.log_dir.mkdir(parents=True, exist_ok=True)
+            self.controller_log_path = self.log_dir / "controller.log"
+            self._controller_log = self.controller_log_path.open("ab")
+        self.controller = await asyncio.create_subprocess_exec(
+            *self.controller_command(),
+            env=self.controller_environ(),
             stdout=self._controller_log or asyncio.subprocess.DEVNULL,
             stderr=asyncio.subprocess.STDOUT,
             **child_options(),  # dies with the test process, never left reconciling

@@ -1,0 +1,10 @@
+"""The chaos suite's harness: faults injected into a running World, and the per-case table.
+
+``tests/chaos`` runs the cases at :data:`~gharc.testing.chaos.cases.SMALL` sizes in the
+normal test run; ``bench/chaos.py`` runs them bigger. See :mod:`.cases`.
+"""
+
+from gharc.testing.chaos.cases import BIG, CASES, SMALL, Sizes, run_all
+from gharc.testing.chaos.report import CaseResult, problems, table
+
+__all__ = ["BIG", "CASES", "SMALL", "CaseResult", "Sizes", "problems", "run_all", "table"]

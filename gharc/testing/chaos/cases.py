@@ -1,0 +1,279 @@
+"""The chaos cases: a fault in the middle of real work, and what the system did about it.
+
+Each case builds its own confined World (controller, kubelet simulator, fake GitHub), runs a
+burst of jobs, injects one fault mid-burst, keeps submitting, and returns a
+:class:`~gharc.testing.chaos.report.CaseResult` measured from the outside. Cases do not
+assert: the test (``tests/chaos``) asserts on the result, the benchmark (``bench/chaos.py``)
+prints it, and both run the same code at different :class:`Sizes`.
+
+Times are on the fake GitHub's clock (``time.time``), the one its job timestamps use.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass
+
+from gharc.api.scaleset.constants import LABEL_SCALE_SET_NAME
+from gharc.sim.github.state import Job
+from gharc.testing.chaos.measure import first_runner_after, outcome, pickup_p50, wait_for_jobs
+from gharc.testing.chaos.replicas import Replica, leader, sigkill
+from gharc.testing.chaos.report import CaseResult
+from gharc.testing.world import World
+from gharc.testing.worlds import WorldFactory, enqueue_jobs, listener_pods, scale_set_id, wait_until
+
+#: The fake's message long poll, seconds (as the e2e tests: a short one keeps runs short).
+SHORT_POLL = 3.0
+LEASE = "gharc-chaos"
+SESSION_CREATE = "*/runnerscalesets/{scale_set_id}/sessions"
+PAT_EXCHANGE = "*/actions/runners/registration-token"
+
+
+@dataclass(frozen=True)
+class Sizes:
+    """How big a case runs: ``jobs`` per scale set before the fault, ``after`` per scale
+    set right after it (the jobs that only a recovered listener can hand out)."""
+
+    jobs: int = 8
+    after: int = 4
+    scale_sets: int = 2
+    max_runners: int = 4
+    durations: tuple[float, float] = (0.3, 1.2)
+
+
+SMALL = Sizes()
+BIG = Sizes(jobs=60, after=20, scale_sets=3, max_runners=10)
+
+
+def _burst(world: World, sets: list[str], count: int, seed: int, sizes: Sizes) -> list[Job]:
+    jobs: list[Job] = []
+    for i, name in enumerate(sets):
+        jobs += enqueue_jobs(world, [name], count, durations=sizes.durations, seed=seed + i)
+    return jobs
+
+
+async def _under_way(world: World, jobs: list[Job]) -> None:
+    """Until a third of ``jobs`` completed: the fault lands mid-burst."""
+    await wait_until(
+        lambda: sum(j.status == "completed" for j in jobs) * 3 >= len(jobs),
+        120,
+        "the burst to be under way",
+        world=world,
+    )
+
+
+def _sessions(world: World, sets: list[str]) -> dict[int, str]:
+    ids = {scale_set_id(world, name) for name in sets}
+    return {
+        s.scale_set_id: s.id for s in world.github.state.sessions.values() if s.scale_set_id in ids
+    }
+
+
+def _session_conflicts(world: World) -> int:
+    return world.github.calls(SESSION_CREATE, method="POST", status=409)
+
+
+async def leader_kill(factory: WorldFactory, namespace: str, sizes: Sizes = SMALL) -> CaseResult:
+    """Two controller replicas, listeners in process; the leader is SIGKILLed mid-burst.
+
+    The standby takes the Lease once it expires (15 s), starts every listener and resumes
+    each one's message session: no 409, no job left without a runner, no runner twice."""
+    ns = namespace
+    world = await factory.create(
+        ns,
+        poll_timeout=SHORT_POLL,
+        controller_args=["--enable-leader-election", f"--leader-election-id={LEASE}"],
+        controller_env={"POD_NAME": "replica-a"},
+    )
+    sets = [f"lk-{i}" for i in range(sizes.scale_sets)]
+    for name in sets:
+        await world.apply_scale_set(ns, name, max_runners=sizes.max_runners)
+    for name in sets:
+        await world.wait_for_listener(name, timeout=90)
+
+    async def a_leads() -> bool:
+        return await leader(world, LEASE) == "replica-a"
+
+    await wait_until(a_leads, 30, "replica-a to hold the Lease", world=world)
+    async with Replica(world, "replica-b") as standby:
+        before = _burst(world, sets, sizes.jobs, 100, sizes)
+        await _under_way(world, before)
+        sessions_before = _sessions(world, sets)
+        conflicts_before = _session_conflicts(world)
+        victim = world.controller
+        assert victim is not None and standby.proc is not None
+        t_kill = time.time()
+        await sigkill(victim)
+        world.controller = standby.proc  # the survivor is the World's controller now
+        after = _burst(world, sets, sizes.after, 200, sizes)
+
+        async def b_leads() -> bool:
+            return await leader(world, LEASE) == "replica-b"
+
+        await wait_until(b_leads, 60, "replica-b to take the Lease", world=world)
+        t_lease = time.time()
+        result = await outcome(world, "leader-kill", before + after, namespace=ns, scale_sets=sets)
+        sessions_after = _sessions(world, sets)
+    result.recover_seconds = first_runner_after(after, t_kill)
+    result.extra.update(
+        lease_taken_s=round(t_lease - t_kill, 1),
+        session_409s=_session_conflicts(world) - conflicts_before,
+        sessions_resumed=sum(
+            1 for ss, sid in sessions_before.items() if sessions_after.get(ss) == sid
+        ),
+        scale_sets=len(sets),
+    )
+    return result
+
+
+async def listener_kill(factory: WorldFactory, namespace: str, sizes: Sizes = SMALL) -> CaseResult:
+    """Listener pods (``--listener-mode=Pod``); a listener's process is SIGKILLed mid-burst.
+
+    The AutoscalingListener controller recreates the pod after B1's first backoff (5 s);
+    the new listener resumes the session recorded on the EphemeralRunnerSet."""
+    ns = namespace
+    world = await factory.create(
+        ns, poll_timeout=SHORT_POLL, controller_args=["--listener-mode=Pod"]
+    )
+    sets = [f"pk-{i}" for i in range(sizes.scale_sets)]
+    for name in sets:
+        await world.apply_scale_set(ns, name, max_runners=sizes.max_runners)
+    for name in sets:
+        await world.wait_for_listener(name, timeout=90)
+    before = _burst(world, sets, sizes.jobs, 300, sizes)
+    await _under_way(world, before)
+    sessions_before = _sessions(world, sets)
+    conflicts_before = _session_conflicts(world)
+    victim = next(
+        p["metadata"]["name"]
+        for p in await listener_pods(world, ns)
+        if (p["metadata"].get("labels") or {}).get(LABEL_SCALE_SET_NAME) == sets[0]
+        and (p.get("status") or {}).get("phase") == "Running"
+    )
+    assert world.kubelet is not None
+    t_kill = time.time()
+    world.kubelet.crash(ns, victim, exit_code=137)  # SIGKILL of the container's processes
+    after = _burst(world, sets, sizes.after, 400, sizes)
+    result = await outcome(world, "listener-kill", before + after, namespace=ns, scale_sets=sets)
+    sessions_after = _sessions(world, sets)
+    # Only the killed listener's scale set had to recover; the others never stopped.
+    result.recover_seconds = first_runner_after([j for j in after if j.labels == [sets[0]]], t_kill)
+    result.extra.update(
+        session_409s=_session_conflicts(world) - conflicts_before,
+        sessions_resumed=sum(
+            1 for ss, sid in sessions_before.items() if sessions_after.get(ss) == sid
+        ),
+        scale_sets=len(sets),
+    )
+    return result
+
+
+async def _listener_status(world: World, namespace: str, scale_set: str) -> dict[str, object]:
+    for obj in await world.custom_objects(namespace, "autoscalinglisteners"):
+        if (obj.get("spec") or {}).get("autoscalingRunnerSetName") == scale_set:
+            return dict(obj.get("status") or {})
+    return {}
+
+
+async def revoked_credentials(
+    factory: WorldFactory, namespace: str, sizes: Sizes = SMALL
+) -> CaseResult:
+    """Two in-process listeners with their own PATs; one PAT is revoked, then restored.
+
+    The healthy scale set keeps its pickup latency; the other's listener backs off (phase
+    BackOff, a growing failure count, a handful of credential calls, not a storm) and, once
+    the PAT works again, comes back by itself and runs the jobs that queued meanwhile."""
+    ns = namespace
+    world = await factory.create(ns, poll_timeout=SHORT_POLL)
+    gh = world.github
+    good_pat, bad_pat = gh.state.create_pat(), gh.state.create_pat()
+    good, bad = "rc-good", "rc-bad"
+    await world.apply_scale_set(
+        ns, good, max_runners=sizes.max_runners, secret="pat-good", token=good_pat
+    )
+    await world.apply_scale_set(
+        ns, bad, max_runners=sizes.max_runners, secret="pat-bad", token=bad_pat
+    )
+    await world.wait_for_listener(good, timeout=90)
+    await world.wait_for_listener(bad, timeout=90)
+
+    warm = _burst(world, [good, bad], sizes.jobs, 500, sizes)
+    await wait_for_jobs(world, warm)
+    p50_before = pickup_p50(j for j in warm if j.labels == [good])
+
+    # The PAT is revoked; the listener finds out when it next needs it (a new admin token
+    # after its queue token stops working), as a listener whose credentials were rotated
+    # away would.
+    gh.state.revoke_token(bad_pat)
+    gh.state.expire("admin")
+    gh.state.expire("registration")  # else a cached one would stand in for the PAT
+    bad_id = scale_set_id(world, bad)
+    for s in list(gh.state.sessions.values()):
+        if s.scale_set_id == bad_id:
+            gh.state.revoke_token(s.queue_token)
+    exchanges_before = gh.calls(PAT_EXCHANGE, method="POST", status=401)
+    t_revoke = time.time()
+    healthy = _burst(world, [good], sizes.jobs, 600, sizes)
+    queued = _burst(world, [bad], sizes.after, 700, sizes)
+
+    failures_seen: list[int] = []
+    phases: set[str] = set()
+
+    async def backing_off() -> bool:
+        status = await _listener_status(world, ns, bad)
+        phases.add(str(status.get("phase") or ""))
+        failures = int(str(status.get("failures") or 0))
+        if not failures_seen or failures != failures_seen[-1]:
+            failures_seen.append(failures)
+        return failures >= 3
+
+    try:
+        await wait_until(backing_off, 90, f"{bad}'s listener to fail three times", world=world)
+    except AssertionError as err:  # the table still shows what the case saw
+        result_error = str(err)
+    else:
+        result_error = ""
+    window = time.time() - t_revoke
+    exchanges = gh.calls(PAT_EXCHANGE, method="POST", status=401) - exchanges_before
+    await wait_for_jobs(world, healthy)
+    p50_during = pickup_p50(healthy)
+    got_runner_while_revoked = sum(1 for j in queued if j.runner_assign_time is not None)
+
+    gh.state.pats[bad_pat].revoked = False
+    t_restore = time.time()
+    result = await outcome(
+        world, "revoked-credentials", warm + healthy + queued, namespace=ns, scale_sets=[good, bad]
+    )
+    result.recover_seconds = first_runner_after(queued, t_restore)
+    result.extra.update(
+        healthy_p50_before_s=p50_before,
+        healthy_p50_during_s=p50_during,
+        bad_failures=failures_seen,
+        bad_phases=sorted(p for p in phases if p),
+        bad_pat_401s=exchanges,
+        window_s=round(window, 1),
+        bad_jobs_run_while_revoked=got_runner_while_revoked,
+    )
+    if result_error:
+        result.extra["error"] = result_error
+    return result
+
+
+CASES = {
+    "leader-kill": leader_kill,
+    "listener-kill": listener_kill,
+    "revoked-credentials": revoked_credentials,
+}
+
+
+async def run_all(
+    factory: WorldFactory, prefix: str, sizes: Sizes, names: list[str] | None = None
+) -> list[CaseResult]:
+    """Every case (or ``names``) one after the other, each in a fresh namespace."""
+    results = []
+    for name in names or list(CASES):
+        results.append(await CASES[name](factory, f"{prefix}-{name}", sizes))
+        await factory.close()
+        await asyncio.sleep(0)
+    return results

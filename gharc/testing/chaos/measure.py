@@ -1,0 +1,87 @@
+"""Reading a chaos case's outcome from the outside: the fake GitHub and the API server.
+
+Nothing here asks the controller what it thinks it did. A job "never got a runner" when the
+fake GitHub never gave it to one; runners are counted as the JIT configs GitHub handed out;
+an orphan is a registration GitHub still holds for one of the case's scale sets once the
+EphemeralRunners are gone.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import statistics
+import time
+from collections.abc import Iterable
+
+from gharc.sim.github.state import Job
+from gharc.testing.chaos.report import CaseResult
+from gharc.testing.world import World
+from gharc.testing.worlds import all_completed, runner_leftovers, scale_set_id
+
+#: How long a case waits for its jobs after the fault, and for the drain after that.
+JOBS_TIMEOUT = 180.0
+DRAIN_TIMEOUT = 60.0
+
+
+async def wait_for_jobs(world: World, jobs: list[Job], timeout: float = JOBS_TIMEOUT) -> bool:
+    """Until every job completed (True) or ``timeout`` passed (False); the controller dying
+    fails at once. Never raises on the timeout: the table must show what was missed."""
+    deadline = time.monotonic() + timeout
+    while not all_completed(jobs):
+        world.check_controller()
+        if time.monotonic() > deadline:
+            return False
+        await asyncio.sleep(0.25)
+    return True
+
+
+async def wait_for_drain(world: World, namespace: str, timeout: float = DRAIN_TIMEOUT) -> None:
+    """Until no EphemeralRunner is left in ``namespace`` (or ``timeout``)."""
+    deadline = time.monotonic() + timeout
+    while await world.ephemeral_runners(namespace) and time.monotonic() < deadline:
+        world.check_controller()
+        await asyncio.sleep(0.5)
+
+
+def first_runner_after(jobs: Iterable[Job], t0: float) -> float | None:
+    """Seconds from ``t0`` (the fake's clock, epoch seconds) to the first of ``jobs`` given
+    a runner; None when none was."""
+    times = [j.runner_assign_time for j in jobs if j.runner_assign_time is not None]
+    return round(min(times) - t0, 2) if times else None
+
+
+def pickup_p50(jobs: Iterable[Job]) -> float | None:
+    """Median seconds from enqueue to the job starting on a runner."""
+    waits = [j.start_time - j.queue_time for j in jobs if j.start_time is not None]
+    return round(statistics.median(waits), 2) if waits else None
+
+
+def orphan_registrations(world: World, scale_sets: list[str]) -> int:
+    """Registrations GitHub holds for ``scale_sets`` (call after the drain: an ephemeral
+    runner de-registers after its job, and the controller removes any it deletes)."""
+    ids = {scale_set_id(world, name) for name in scale_sets}
+    return sum(1 for r in world.github.state.runners.values() if r.scale_set_id in ids)
+
+
+async def outcome(
+    world: World,
+    case: str,
+    jobs: list[Job],
+    *,
+    namespace: str,
+    scale_sets: list[str],
+    jobs_timeout: float = JOBS_TIMEOUT,
+) -> CaseResult:
+    """Wait for ``jobs`` and the drain, then count; the caller adds the recovery time."""
+    await wait_for_jobs(world, jobs, jobs_timeout)
+    await wait_for_drain(world, namespace)
+    left = await runner_leftovers(world, namespace)
+    return CaseResult(
+        case=case,
+        submitted=len(jobs),
+        done=sum(1 for j in jobs if j.status == "completed"),
+        never_got_runner=sum(1 for j in jobs if j.runner_assign_time is None),
+        runners_created=world.runners_created(),
+        orphans=orphan_registrations(world, scale_sets),
+        leftovers=sum(len(v) for v in left.values()),
+    )
