@@ -138,13 +138,19 @@ class KubeClient(Reader):
         context: str | None = None,
         in_cluster: bool | None = None,
         pool_size: int = 100,
+        proxy: str | None = None,
         **options: Any,
     ) -> KubeClient:
-        """A client with its own ApiClient (closed with the client)."""
+        """A client with its own ApiClient (closed with the client); ``proxy`` as in
+        :func:`gharc.kube.config.new_api_client`."""
         from gharc.kube.config import new_api_client
 
         api = await new_api_client(
-            kubeconfig=kubeconfig, context=context, in_cluster=in_cluster, pool_size=pool_size
+            kubeconfig=kubeconfig,
+            context=context,
+            in_cluster=in_cluster,
+            pool_size=pool_size,
+            proxy=proxy,
         )
         return cls(api, owns_api_client=True, **options)
 

@@ -5,16 +5,26 @@ projected token that is re-read before it expires); we only choose which source 
 size the connection pool. Each HTTP/1.1 watch holds a connection for its whole life, so
 the pool must cover ``watches + concurrent requests``; 100 (the library default) leaves
 room for a dozen informers and the workers of every controller.
+
+The library's aiohttp session is built with ``trust_env=True``: aiohttp then looks up the
+proxy environment and ``~/.netrc`` on *every* request, through a thread-pool hop, which
+was 39 % of the controller's CPU. We replace it with a ``trust_env=False`` session on the
+same connector and resolve the proxy once, at start: an explicit ``proxy`` argument, else
+the kubeconfig's ``proxy-url``, else ``HTTPS_PROXY``/``HTTP_PROXY`` unless ``NO_PROXY``
+covers the API server (what client-go does, read once instead of per request).
 """
 
 from __future__ import annotations
 
 import os
+import urllib.request
 from pathlib import Path
+from urllib.parse import urlsplit
 
+import aiohttp
 from kubernetes_asyncio import client, config
 
-__all__ = ["load_configuration", "new_api_client"]
+__all__ = ["environment_proxy", "load_configuration", "new_api_client"]
 
 _SERVICE_ACCOUNT_TOKEN = Path("/var/run/secrets/kubernetes.io/serviceaccount/token")
 
@@ -57,9 +67,40 @@ async def new_api_client(
     context: str | None = None,
     in_cluster: bool | None = None,
     pool_size: int = 100,
+    proxy: str | None = None,
 ) -> client.ApiClient:
-    """An ApiClient (one aiohttp session) for the running loop; the caller closes it."""
+    """An ApiClient (one aiohttp session) for the running loop; the caller closes it.
+
+    ``proxy`` overrides the kubeconfig's ``proxy-url`` and the environment (``""``: no
+    proxy at all)."""
     cfg = await load_configuration(
         kubeconfig=kubeconfig, context=context, in_cluster=in_cluster, pool_size=pool_size
     )
-    return client.ApiClient(cfg)
+    if proxy is not None:
+        cfg.proxy = proxy or None
+    elif not cfg.proxy:
+        cfg.proxy = environment_proxy(str(cfg.host))
+    api = client.ApiClient(cfg)
+    _without_trust_env(api)
+    return api
+
+
+def environment_proxy(url: str) -> str | None:
+    """The proxy the environment names for ``url`` (None when NO_PROXY covers its host)."""
+    parts = urlsplit(url)
+    proxies = urllib.request.getproxies()
+    if parts.hostname and urllib.request.proxy_bypass(parts.hostname):
+        return None
+    return proxies.get(parts.scheme or "https") or None
+
+
+def _without_trust_env(api: client.ApiClient) -> None:
+    """Swap the library's ``trust_env=True`` session for one that does no per-request
+    environment lookups, on the same connector (TLS settings and pool size kept)."""
+    rest = api.rest_client
+    old: aiohttp.ClientSession = rest.pool_manager
+    connector = old.connector
+    old.detach()  # the connector now belongs to the new session alone
+    rest.pool_manager = aiohttp.ClientSession(
+        connector=connector, trust_env=False, read_bufsize=2**21
+    )
