@@ -66,6 +66,7 @@ from gharc.kube.resources import (
     SERVICE_ACCOUNTS,
     Resource,
 )
+from gharc.kube.store import copy_object
 
 log = logging.getLogger(__name__)
 
@@ -119,6 +120,19 @@ def is_version_allowed(resource_version: str, build_version: str) -> bool:
     if not a or not b:
         return False
     return (a.group(1), a.group(2) or "0") == (b.group(1), b.group(2) or "0")
+
+
+def _settled(ars: Mapping[str, Any]) -> bool:
+    """Not deleting, set up, and its current generation applied (see ``_read``)."""
+    meta = ars.get("metadata") or {}
+    status = ars.get("status") or {}
+    return (
+        not meta.get("deletionTimestamp")
+        and c.FINALIZER_AUTOSCALING_RUNNER_SET in (meta.get("finalizers") or ())
+        and scale_set_id_of(ars) is not None
+        and status.get("observedGeneration") == meta.get("generation")
+        and status.get("phase") == c.PHASE_RUNNING
+    )
 
 
 def scale_set_id_of(ars: Mapping[str, Any]) -> int | None:
@@ -276,9 +290,7 @@ class AutoscalingRunnerSetReconciler:
 
     async def reconcile(self, request: Request) -> Result | None:
         try:
-            ars = await self.kube.get(
-                AUTOSCALING_RUNNER_SETS, request.name, namespace=request.namespace
-            )
+            ars = await self._read(request)
         except NotFound:
             return None
         if is_deleting(ars):
@@ -311,14 +323,37 @@ class AutoscalingRunnerSetReconciler:
 
         try:
             ers, ers_applied = await self._ensure_runner_set(ars)
-            listener_state = await self._ensure_listener(ars)
+            listener_state, listener_status = await self._ensure_listener(ars)
         except Exception:
             await self._mark_half_applied(ars)
             raise
         applied = ers_applied and listener_state != "changed"
         running = applied and listener_state == "running"
-        await self._update_status(ars, ers, applied=applied, running=running)
+        await self._report_listener(ars, listener_status)
+        await self._update_status(
+            ars, ers, applied=applied, running=running, listener=listener_status
+        )
         return None
+
+    async def _read(self, request: Request) -> JSON:
+        """The ARS from the cache when it is settled, else from the API server.
+
+        Settled means finalizer and scale set id in place and the last spec change applied
+        (``observedGeneration``): the reconcile then only mirrors the runner set's counts,
+        which it is woken for on every EphemeralRunnerSet status change, so an uncached
+        GET there was most of its calls. Anything with work to do reads uncached.
+        """
+        try:
+            cached = await self.cache.get(
+                AUTOSCALING_RUNNER_SETS, request.name, namespace=request.namespace
+            )
+        except NotFound:
+            cached = None
+        if cached is not None and _settled(cached):
+            return copy_object(cached)
+        return await self.kube.get(
+            AUTOSCALING_RUNNER_SETS, request.name, namespace=request.namespace
+        )
 
     # -- validation --------------------------------------------------------------------
     async def _validate(self, ars: JSON) -> ActionsClient:
@@ -575,8 +610,9 @@ class AutoscalingRunnerSetReconciler:
         except Conflict:
             pass  # replaced meanwhile; the next reconcile looks at the new one
 
-    async def _ensure_listener(self, ars: JSON) -> str:
-        """``running``, ``waiting`` (applied, pod not running yet) or ``changed``."""
+    async def _ensure_listener(self, ars: JSON) -> tuple[str, JSON]:
+        """``running``, ``waiting`` (applied, not running yet) or ``changed``; and the live
+        listener's status (empty while there is none)."""
         desired = lr.desired_listener(ars, self.options)
         name = desired["metadata"]["name"]
         for other in await self._listeners_of(ars):
@@ -591,7 +627,7 @@ class AutoscalingRunnerSetReconciler:
             try:
                 await self.kube.create(AUTOSCALING_LISTENERS, desired)
             except AlreadyExists:
-                return "changed"
+                return "changed", {}
             await emit(
                 self.recorder,
                 ars,
@@ -599,9 +635,9 @@ class AutoscalingRunnerSetReconciler:
                 "ListenerCreated",
                 f"created AutoscalingListener {self.options.controller_namespace}/{name}",
             )
-            return "changed"
+            return "changed", {}
         if is_deleting(live):
-            return "changed"
+            return "changed", {}
         if lr.listener_needs_rebuild(live, desired):
             await emit(
                 self.recorder,
@@ -611,9 +647,9 @@ class AutoscalingRunnerSetReconciler:
                 f"listener settings changed: recreating AutoscalingListener {name}",
             )
             await self._delete_listener(live)
-            return "changed"
-        phase = (live.get("status") or {}).get("phase")
-        return "running" if phase == c.PHASE_RUNNING else "waiting"
+            return "changed", {}
+        status = dict(live.get("status") or {})
+        return ("running" if status.get("phase") == c.PHASE_RUNNING else "waiting"), status
 
     # -- status ------------------------------------------------------------------------
     async def _mark_half_applied(self, ars: JSON) -> None:
@@ -628,8 +664,40 @@ class AutoscalingRunnerSetReconciler:
         except Exception as err:  # the original error is the one to raise
             log.debug("could not mark %s Pending: %s", ars["metadata"]["name"], err)
 
+    def _listener_condition(self, ars: JSON, listener: Mapping[str, Any]) -> list[JSON]:
+        """``status.conditions`` with ``ListenerRunning`` from the listener's own status.
+
+        The listener lives in the controller's namespace, where the scale set's owners may
+        not look: its failures (bad credentials, GitHub down) are mirrored here.
+        """
+        conditions = self._template_condition(ars, None)
+        phase = str(listener.get("phase") or c.PHASE_PENDING)
+        if phase == c.PHASE_RUNNING:
+            return cond.set_condition(
+                conditions, cond.LISTENER_RUNNING, cond.TRUE, "Running", "the listener is running"
+            )
+        message = str(listener.get("message") or f"the listener is {phase.lower()}")
+        return cond.set_condition(conditions, cond.LISTENER_RUNNING, cond.FALSE, phase, message)
+
+    async def _report_listener(self, ars: JSON, listener: Mapping[str, Any]) -> None:
+        """One Warning event on the scale set when its listener starts failing."""
+        phase = listener.get("phase")
+        if phase not in (PHASE_FAILED, "BackOff"):
+            return
+        old = cond.find((ars.get("status") or {}).get("conditions"), cond.LISTENER_RUNNING)
+        if old is not None and old.get("status") == cond.FALSE and old.get("reason") == phase:
+            return  # already reported; the listener's own events carry each retry
+        message = str(listener.get("message") or "")
+        await emit(self.recorder, ars, WARNING, "ListenerFailing", f"listener: {message}")
+
     async def _update_status(
-        self, ars: JSON, ers: Mapping[str, Any] | None, *, applied: bool, running: bool
+        self,
+        ars: JSON,
+        ers: Mapping[str, Any] | None,
+        *,
+        applied: bool,
+        running: bool,
+        listener: Mapping[str, Any] | None = None,
     ) -> None:
         status = ars.get("status") or {}
         ers_status = (ers or {}).get("status") or {}
@@ -642,9 +710,13 @@ class AutoscalingRunnerSetReconciler:
             "finishedEphemeralRunners": int(ers_status.get("finishedEphemeralRunners") or 0),
             "deletingEphemeralRunners": int(ers_status.get("deletingEphemeralRunners") or 0),
         }
-        if status.get("message"):
+        listener = listener or {}
+        failing = listener.get("phase") in (PHASE_FAILED, "BackOff")
+        if failing:
+            want["message"] = f"listener: {listener.get('message') or listener.get('phase')}"
+        elif status.get("message"):
             want["message"] = None
-        want["conditions"] = self._template_condition(ars, None)
+        want["conditions"] = self._listener_condition(ars, listener)
         if applied:
             want["observedGeneration"] = int(ars["metadata"].get("generation") or 0)
         if any(status.get(k) != v for k, v in want.items()):

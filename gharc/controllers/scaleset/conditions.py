@@ -20,6 +20,8 @@ LISTENER_TEMPLATE_ALLOWED = "ListenerTemplateAllowed"
 REASON_ALLOWED = "Allowed"
 REASON_UNRESTRICTED = "Unrestricted"
 REASON_FORBIDDEN = "ListenerTemplateForbidden"
+#: AutoscalingRunnerSet: is its listener running? (reason: the listener's phase)
+LISTENER_RUNNING = "ListenerRunning"
 
 
 def _now() -> str:

@@ -55,6 +55,16 @@ async def test_credential_outage_keeps_the_session_and_recovers_on_a_rotated_tok
         await w.wait_event("ListenerBackOff")
         assert w.gh.state.sessions.get(session_id) is not None  # kept, not deleted
 
+        # The scale set says so too: its owners may not read the controller's namespace.
+        async def ars_reports_it() -> dict[str, Any] | None:
+            status = (await w.ars(ars["metadata"]["name"])).get("status") or {}
+            found = [x for x in status.get("conditions") or [] if x["type"] == "ListenerRunning"]
+            ok = found and found[0]["status"] == "False" and found[0]["reason"] == "BackOff"
+            return status if ok and "credentials" in str(status.get("message")) else None
+
+        await eventually(ars_reports_it, timeout=30, message="the ARS reporting its listener")
+        await w.wait_event("ListenerFailing")
+
         # The fix: a new token rotated into the same Secret (nothing restarted).
         token = w.gh.state.create_pat()
         secret = await w.kube.get(SECRETS, SECRET_NAME, namespace=namespace)
@@ -70,6 +80,13 @@ async def test_credential_outage_keeps_the_session_and_recovers_on_a_rotated_tok
         # Read again after the failure, not when the controller's 30 s Secret cache expires.
         assert loop.time() - rotated_at < 25
         assert back["sessionId"] == session_id  # the same session, resumed
+
+        async def ars_clear() -> bool:
+            status = (await w.ars(ars["metadata"]["name"])).get("status") or {}
+            found = [x for x in status.get("conditions") or [] if x["type"] == "ListenerRunning"]
+            return bool(found and found[0]["status"] == "True" and not status.get("message"))
+
+        await eventually(ars_clear, timeout=30, message="the ARS condition cleared")
         w.gh.enqueue_job(DEFAULT_REPO, [ars["metadata"]["name"]])
 
         async def scaled() -> bool:
