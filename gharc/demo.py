@@ -27,7 +27,6 @@ from typing import Any
 
 from gharc.api import crds
 from gharc.sim.github import FakeGitHubServer
-from gharc.sim.kubelet import KubeletSimulator
 from gharc.sim.report import JobTimes, Report, Sample
 from gharc.sim.workload import Workload
 from gharc.testing.controlplane import ControlPlane
@@ -90,6 +89,10 @@ class Demo:
         arrivals = Workload.parse(opts.workload).arrivals()
         print(f"gharc demo: {len(arrivals)} jobs, maxRunners {opts.max_runners}", flush=True)
         async with ControlPlane(crds=crds.load("scaleset")) as cp, FakeGitHubServer() as gh:
+            if opts.faults:
+                # An evicted busy runner takes its job down with it; the service fails such
+                # a job once the runner stays silent (minutes on GitHub, 20 s here).
+                gh.state.runner_lost_timeout = 20.0
             print(
                 f"control plane {cp.server_url} (up in {cp.startup_seconds:.1f} s); "
                 f"fake GitHub {gh.url}",
@@ -149,7 +152,7 @@ class Demo:
             while faults and faults[0][0] <= t:
                 _, action = faults.pop(0)
                 with contextlib.suppress(Exception):
-                    await action(kubelet, custom)
+                    await action(world, custom)
             world.check_controller()
             sample = await self._sample(world, t)
             self.progress.show(
@@ -179,9 +182,16 @@ class Demo:
         return sample
 
     def _fault_plan(self) -> list[tuple[float, Any]]:
-        """Evict two busy runners and crash the listener once, early in the run."""
+        """Evict two busy runners and kill the listener once, early in the run.
 
-        async def evict_busy(kubelet: KubeletSimulator, custom: Any) -> None:
+        With listener pods the listener pod's process is crashed; with listeners in the
+        controller (the default) the controller itself is SIGKILLed and started again, which
+        kills every listener at once and leaves their sessions behind for it to resume.
+        """
+
+        async def evict_busy(world: World, custom: Any) -> None:
+            kubelet = world.kubelet
+            assert kubelet is not None
             listed = await custom.list_namespaced_custom_object(
                 "actions.github.com", "v1alpha1", RUNNER_NAMESPACE, "ephemeralrunners"
             )
@@ -191,12 +201,21 @@ class Demo:
                 kubelet.evict(RUNNER_NAMESPACE, name)
                 print(f"\nfault: evicted busy runner pod {name}", flush=True)
 
-        async def crash_listener(kubelet: KubeletSimulator, custom: Any) -> None:
-            for pod in kubelet.running_pods():
+        async def crash_listener(world: World, custom: Any) -> None:
+            assert world.kubelet is not None
+            for pod in world.kubelet.running_pods():
                 ns, name = pod.split("/", 1)
                 if ns == CONTROLLER_NAMESPACE and name.endswith("-listener"):
-                    kubelet.crash(ns, name, exit_code=1)
+                    world.kubelet.crash(ns, name, exit_code=1)
                     print(f"\nfault: crashed listener pod {name}", flush=True)
+                    return
+            proc = world.controller
+            if proc is not None and proc.returncode is None:
+                proc.kill()  # SIGKILL: in-process listeners die without deleting sessions
+                await proc.wait()
+                await world.stop_controller()
+                await world.start_controller()
+                print("\nfault: killed the controller and its in-process listeners", flush=True)
 
         return [(8.0, evict_busy), (15.0, crash_listener), (45.0, evict_busy)]
 
