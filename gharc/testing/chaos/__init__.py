@@ -4,7 +4,7 @@
 normal test run; ``bench/chaos.py`` runs them bigger. See :mod:`.cases`.
 """
 
-from gharc.testing.chaos.cases import BIG, CASES, SMALL, Sizes, run_all
+from gharc.testing.chaos.cases import BIG, CASES, SMALL, Sizes
 from gharc.testing.chaos.report import CaseResult, problems, table
 
-__all__ = ["BIG", "CASES", "SMALL", "CaseResult", "Sizes", "problems", "run_all", "table"]
+__all__ = ["BIG", "CASES", "SMALL", "CaseResult", "Sizes", "problems", "table"]

@@ -17,7 +17,14 @@ from dataclasses import dataclass
 
 from gharc.api.scaleset.constants import LABEL_SCALE_SET_NAME
 from gharc.sim.github.state import Job
-from gharc.testing.chaos.measure import first_runner_after, outcome, pickup_p50, wait_for_jobs
+from gharc.testing.chaos.measure import (
+    first_acquired_after,
+    first_runner_after,
+    first_runner_of_reacquired,
+    outcome,
+    pickup_p50,
+    wait_for_jobs,
+)
 from gharc.testing.chaos.replicas import Replica, leader, sigkill
 from gharc.testing.chaos.report import CaseResult
 from gharc.testing.world import World
@@ -115,8 +122,9 @@ async def leader_kill(factory: WorldFactory, namespace: str, sizes: Sizes = SMAL
         t_lease = time.time()
         result = await outcome(world, "leader-kill", before + after, namespace=ns, scale_sets=sets)
         sessions_after = _sessions(world, sets)
-    result.recover_seconds = first_runner_after(after, t_kill)
+    result.recover_seconds = first_runner_of_reacquired(before + after, t_kill)
     result.extra.update(
+        reacquired_s=first_acquired_after(before + after, t_kill),
         lease_taken_s=round(t_lease - t_kill, 1),
         session_409s=_session_conflicts(world) - conflicts_before,
         sessions_resumed=sum(
@@ -158,8 +166,10 @@ async def listener_kill(factory: WorldFactory, namespace: str, sizes: Sizes = SM
     result = await outcome(world, "listener-kill", before + after, namespace=ns, scale_sets=sets)
     sessions_after = _sessions(world, sets)
     # Only the killed listener's scale set had to recover; the others never stopped.
-    result.recover_seconds = first_runner_after([j for j in after if j.labels == [sets[0]]], t_kill)
+    victims = [j for j in before + after if j.labels == [sets[0]]]
+    result.recover_seconds = first_runner_of_reacquired(victims, t_kill)
     result.extra.update(
+        reacquired_s=first_acquired_after(victims, t_kill),
         session_409s=_session_conflicts(world) - conflicts_before,
         sessions_resumed=sum(
             1 for ss, sid in sessions_before.items() if sessions_after.get(ss) == sid
@@ -260,20 +270,104 @@ async def revoked_credentials(
     return result
 
 
+POLL = "/_services/broker/{session_id}/messages"
+#: How long each error window on the message poll lasts, seconds.
+POLL_ERROR_WINDOW = 8.0
+
+
+async def poll_errors(factory: WorldFactory, namespace: str, sizes: Sizes = SMALL) -> CaseResult:
+    """The message poll fails mid-burst: 503s, then 429s (Retry-After 3 s), each for a few
+    seconds.
+
+    Transient errors are retried inside the listener (jittered backoff): the session is
+    kept, no 409, and jobs queued during the windows get runners soon after they end."""
+    ns = namespace
+    world = await factory.create(ns, poll_timeout=SHORT_POLL)
+    gh = world.github
+    sets = [f"pe-{i}" for i in range(sizes.scale_sets)]
+    for name in sets:
+        await world.apply_scale_set(ns, name, max_runners=sizes.max_runners)
+    for name in sets:
+        await world.wait_for_listener(name, timeout=90)
+    before = _burst(world, sets, sizes.jobs, 800, sizes)
+    await _under_way(world, before)
+    sessions_before = _sessions(world, sets)
+    conflicts_before = _session_conflicts(world)
+    gh.add_fault("status", route=POLL, method="GET", status=503, seconds=POLL_ERROR_WINDOW)
+    after = _burst(world, sets, sizes.after, 900, sizes)
+    await asyncio.sleep(POLL_ERROR_WINDOW)
+    # A 429 with Retry-After, as the service sends it (without one, GitHub's documented wait
+    # is a minute, which the client honours).
+    gh.add_fault(
+        "secondary_rate_limit",
+        route=POLL,
+        method="GET",
+        status=429,
+        retry_after=3,
+        seconds=POLL_ERROR_WINDOW,
+    )
+    await asyncio.sleep(POLL_ERROR_WINDOW)
+    t_end = time.time()
+    result = await outcome(world, "poll-5xx-429", before + after, namespace=ns, scale_sets=sets)
+    sessions_after = _sessions(world, sets)
+    result.recover_seconds = first_runner_after(
+        [j for j in after if j.runner_assign_time is None or j.runner_assign_time >= t_end],
+        t_end,
+    )
+    result.extra.update(
+        poll_503s=gh.calls(POLL, method="GET", status=503),
+        poll_429s=gh.calls(POLL, method="GET", status=429),
+        got_runner_during_errors=sum(
+            1 for j in after if j.runner_assign_time is not None and j.runner_assign_time < t_end
+        ),
+        session_409s=_session_conflicts(world) - conflicts_before,
+        sessions_kept=sum(
+            1 for ss, sid in sessions_before.items() if sessions_after.get(ss) == sid
+        ),
+        scale_sets=len(sets),
+    )
+    return result
+
+
+async def token_rotation(factory: WorldFactory, namespace: str, sizes: Sizes = SMALL) -> CaseResult:
+    """The PAT in the credentials Secret is replaced mid-burst and the old one revoked, as a
+    user rotating a leaked token does. Listener and runner registration pick up the new
+    token from the Secret; no job waits for a restart of anything."""
+    ns = namespace
+    world = await factory.create(ns, poll_timeout=SHORT_POLL)
+    gh = world.github
+    old_pat = gh.state.create_pat()
+    sets = [f"tr-{i}" for i in range(sizes.scale_sets)]
+    for name in sets:
+        await world.apply_scale_set(
+            ns, name, max_runners=sizes.max_runners, secret="pat", token=old_pat
+        )
+    for name in sets:
+        await world.wait_for_listener(name, timeout=90)
+    before = _burst(world, sets, sizes.jobs, 1000, sizes)
+    await _under_way(world, before)
+    new_pat = gh.state.create_pat()
+    await world.core.patch_namespaced_secret("pat", ns, {"stringData": {"github_token": new_pat}})
+    t_rotate = time.time()
+    gh.state.revoke_token(old_pat)
+    gh.state.expire("admin")  # every cached credential must now come from the new PAT
+    gh.state.expire("registration")
+    gh.state.expire("queue")
+    after = _burst(world, sets, sizes.after, 1100, sizes)
+    result = await outcome(world, "token-rotation", before + after, namespace=ns, scale_sets=sets)
+    result.recover_seconds = first_runner_after(after, t_rotate)
+    result.extra.update(
+        old_pat_401s=gh.calls(PAT_EXCHANGE, method="POST", status=401),
+        session_409s=_session_conflicts(world),
+        scale_sets=len(sets),
+    )
+    return result
+
+
 CASES = {
     "leader-kill": leader_kill,
     "listener-kill": listener_kill,
     "revoked-credentials": revoked_credentials,
+    "poll-5xx-429": poll_errors,
+    "token-rotation": token_rotation,
 }
-
-
-async def run_all(
-    factory: WorldFactory, prefix: str, sizes: Sizes, names: list[str] | None = None
-) -> list[CaseResult]:
-    """Every case (or ``names``) one after the other, each in a fresh namespace."""
-    results = []
-    for name in names or list(CASES):
-        results.append(await CASES[name](factory, f"{prefix}-{name}", sizes))
-        await factory.close()
-        await asyncio.sleep(0)
-    return results

@@ -50,6 +50,32 @@ def first_runner_after(jobs: Iterable[Job], t0: float) -> float | None:
     return round(min(times) - t0, 2) if times else None
 
 
+def first_runner_of_reacquired(jobs: Iterable[Job], t0: float) -> float | None:
+    """Seconds from ``t0`` to the first runner given to a job acquired after ``t0``: the
+    recovered listener's first job on a runner. Jobs enqueued after a fault can sit behind
+    a backlog that the old listener had already acquired; this one cannot."""
+    return first_runner_after(
+        (j for j in jobs if j.scale_set_assign_time is not None and j.scale_set_assign_time > t0),
+        t0,
+    )
+
+
+def first_acquired_after(jobs: Iterable[Job], t0: float) -> float | None:
+    """Seconds from ``t0`` to the first of ``jobs`` acquired after it (a listener is back)."""
+    times = [
+        j.scale_set_assign_time
+        for j in jobs
+        if j.scale_set_assign_time is not None and j.scale_set_assign_time > t0
+    ]
+    return round(min(times) - t0, 2) if times else None
+
+
+def runners_without_job(world: World) -> int:
+    """Registrations GitHub handed out (JIT configs) that never ran a job."""
+    ran = {j.runner_id for j in world.github.state.jobs.values() if j.runner_id is not None}
+    return max(0, world.runners_created() - len(ran))
+
+
 def pickup_p50(jobs: Iterable[Job]) -> float | None:
     """Median seconds from enqueue to the job starting on a runner."""
     waits = [j.start_time - j.queue_time for j in jobs if j.start_time is not None]
@@ -84,4 +110,5 @@ async def outcome(
         runners_created=world.runners_created(),
         orphans=orphan_registrations(world, scale_sets),
         leftovers=sum(len(v) for v in left.values()),
+        extra={"runners_without_job": runners_without_job(world)},
     )

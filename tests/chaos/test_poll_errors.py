@@ -1,0 +1,26 @@
+"""Message poll errors: a window of 503s, then one of 429s, in the middle of a burst; the
+listeners ride them out in process, keep their sessions and hand out the queued jobs."""
+
+from __future__ import annotations
+
+import pytest
+
+from gharc.testing.chaos import CaseResult, problems
+from gharc.testing.chaos.cases import poll_errors
+from gharc.testing.worlds import WorldFactory
+
+pytestmark = [pytest.mark.chaos, pytest.mark.cluster]
+
+
+async def test_poll_5xx_and_429_windows(
+    worlds: WorldFactory, chaos_results: list[CaseResult]
+) -> None:
+    result = await poll_errors(worlds, "chaos-poll-errors")
+    chaos_results.append(result)
+    extra = result.extra
+    assert not problems(result), (problems(result), extra)
+    assert extra["poll_503s"] > 0 and extra["poll_429s"] > 0, extra  # the faults did hit
+    assert extra["session_409s"] == 0, extra
+    assert extra["sessions_kept"] == extra["scale_sets"], extra
+    if result.recover_seconds is not None:  # None: every job got through the windows
+        assert result.recover_seconds < 45, extra
