@@ -11,7 +11,8 @@ What it prints, all measured from the outside:
 - pickup latency (queued -> started at the fake GitHub), p50 / p99;
 - runners created per job (JIT configs handed out / jobs; 1.00 is ideal) and wasted runners;
 - GitHub calls per job by endpoint (the fake's call counters);
-- the controller's CPU seconds and peak RSS (``/proc/<pid>/stat`` and ``VmHWM``);
+- the controller's CPU seconds and peak RSS (``/proc/<pid>/stat`` and ``VmHWM``), and in
+  pod listener mode the listener processes' CPU seconds and peak RSS, summed;
 - the controller's Kubernetes API calls (its own metrics endpoint);
 - where the pickup latency goes: each job is followed through the listener's patch, the
   EphemeralRunner's creation, its pod's creation and start, and the runner taking the job,
@@ -57,6 +58,8 @@ class BenchOptions:
     timeout: float = 900.0
     out: Path | None = None
     progress: bool = True
+    listener_mode: str = "InProcess"
+    """The controller's ``--listener-mode``: listeners in its process, or one pod each."""
 
 
 # -- process readings -------------------------------------------------------------------
@@ -76,6 +79,17 @@ def proc_peak_rss_mib(pid: int) -> float:
             if line.startswith("VmHWM:"):
                 return int(line.split()[1]) / 1024
     return float("nan")
+
+
+def _listener_cpu() -> dict[int, float]:
+    """CPU seconds of each listener process this process runs (the simulated listener pods)."""
+    from gharc.bench_listeners import listener_pids
+
+    out: dict[int, float] = {}
+    for pid in listener_pids(os.getpid()):
+        with contextlib.suppress(OSError):
+            out[pid] = proc_cpu_seconds(pid)
+    return out
 
 
 # -- a timeline of the API server's objects ----------------------------------------------
@@ -190,6 +204,7 @@ class Bench:
                 gh,
                 log_dir=log_dir,
                 runner=RunnerProgram(poll_seconds=30),
+                controller_args=[f"--listener-mode={opts.listener_mode}"],
                 controller_namespace=CONTROLLER_NAMESPACE,
                 kubelet_namespaces=[CONTROLLER_NAMESPACE, *names],
             ) as world:
@@ -204,6 +219,7 @@ class Bench:
                 pid = world.controller_pid
                 assert pid is not None
                 cpu0 = proc_cpu_seconds(pid)
+                listeners = _listener_cpu()
                 kube0 = await world.kube_calls()
                 gh.reset_calls()
                 stop = asyncio.Event()
@@ -223,6 +239,8 @@ class Bench:
                     await asyncio.gather(*watches, return_exceptions=True)
                 self.extra["controller_cpu_seconds"] = round(proc_cpu_seconds(pid) - cpu0, 2)
                 self.extra["controller_peak_rss_mib"] = round(proc_peak_rss_mib(pid), 1)
+                if opts.listener_mode == "Pod":
+                    self._listener_readings(listeners)
                 kube1 = await world.kube_calls()
                 self.report.kube_calls = {
                     k: v - kube0.get(k, 0) for k, v in kube1.items() if v - kube0.get(k, 0)
@@ -233,6 +251,20 @@ class Bench:
             opts.out.mkdir(parents=True, exist_ok=True)
             (opts.out / "bench.json").write_text(json.dumps(summary, indent=1))
         return summary
+
+    def _listener_readings(self, before: dict[int, float]) -> None:
+        """CPU and peak RSS of the listener processes (pod mode), summed."""
+        after = _listener_cpu()
+        self.extra["listener_processes"] = len(after)
+        self.extra["listener_cpu_seconds"] = round(
+            sum(v - before.get(p, v) for p, v in after.items()), 2
+        )
+        peaks = []
+        for p in after:
+            with contextlib.suppress(OSError):
+                peaks.append(proc_peak_rss_mib(p))
+        self.extra["listener_peak_rss_mib_sum"] = round(sum(peaks), 1)
+        self.extra["listener_peak_rss_mib_max"] = round(max(peaks, default=0.0), 1)
 
     @staticmethod
     def _arrivals(workload: Workload, n: int) -> list[Any]:
@@ -343,6 +375,12 @@ class Bench:
         for key in ("setup_seconds", "run_seconds", "controller_cpu_seconds"):
             lines.append(f"{key}: {s.get(key)}")
         lines.append(f"controller peak RSS: {s.get('controller_peak_rss_mib')} MiB")
+        if "listener_processes" in s:
+            lines.append(
+                f"listener processes: {s['listener_processes']}, CPU "
+                f"{s['listener_cpu_seconds']} s, peak RSS {s['listener_peak_rss_mib_sum']} MiB "
+                f"summed ({s['listener_peak_rss_mib_max']} MiB the largest)"
+            )
         lines.append("where the pickup latency goes (seconds, p50 / p99, jobs):")
         for name, v in s.get("latency_breakdown_s", {}).items():
             lines.append(f"  {name:<32} {v['p50']:>7.3f} / {v['p99']:>7.3f}  (n={v['n']})")

@@ -138,34 +138,98 @@ def demo(
 
 @app.command()
 def bench(
-    jobs: int = typer.Option(1000, help="Jobs in the run."),
+    suite: str = typer.Option(
+        "jobs",
+        help="jobs: the whole system under a job stream; listeners: what a listener costs "
+        "in-process and as a pod, at several scale set counts (bench/README.md).",
+    ),
+    jobs: int | None = typer.Option(None, help="Jobs in a run (jobs: 1000, listeners: 200)."),
     scale_sets: int = typer.Option(20, help="Scale sets (one namespace each, one controller)."),
     max_runners: int = typer.Option(10, help="maxRunners of every scale set."),
-    rate: float = typer.Option(10.0, help="Job arrivals per second, over all scale sets."),
-    job_seconds: str = typer.Option("0.5-2", help="Job durations: MIN-MAX seconds."),
+    rate: float | None = typer.Option(
+        None, help="Job arrivals per second, over all scale sets (jobs: 10, listeners: 5)."
+    ),
+    job_seconds: str | None = typer.Option(
+        None, help="Job durations: MIN-MAX seconds (jobs: 0.5-2, listeners: 0.5-1)."
+    ),
     poll_timeout: float = typer.Option(50.0, help="The fake GitHub's message long poll (s)."),
     seed: int = typer.Option(42, help="Seed of the arrivals (same seed, same workload)."),
-    timeout: float = typer.Option(900.0, help="Give up on the run after this many seconds."),
-    out: str = typer.Option("", help="Folder for bench.json and the logs (default: /tmp)."),
+    timeout: float = typer.Option(
+        900.0, help="Give up on a run's workload after this many seconds (listeners: 240)."
+    ),
+    out: str = typer.Option("", help="Folder for the JSON results and the logs (default: /tmp)."),
+    listener_mode: str = typer.Option(
+        "InProcess", help="jobs suite: the controller's --listener-mode (InProcess or Pod)."
+    ),
+    sizes: str = typer.Option("1,10,50,200", help="listeners suite: in-process scale set counts."),
+    pod_sizes: str = typer.Option(
+        "1,10,50", help="listeners suite: pod-mode scale set counts (one process per listener)."
+    ),
+    modes: str = typer.Option("InProcess,Pod", help="listeners suite: listener modes to run."),
+    idle_seconds: float = typer.Option(
+        15.0, help="listeners suite: warm-up idle before the RSS reading."
+    ),
 ) -> None:
     """Benchmark the whole system: pickup latency, runners and API calls per job, CPU, RSS."""
     from pathlib import Path
 
+    if listener_mode not in ("InProcess", "Pod"):
+        raise typer.BadParameter("expected InProcess or Pod", param_hint="--listener-mode")
+    if suite == "listeners":
+        from gharc.bench_listeners import MODES, ListenerBenchOptions
+        from gharc.bench_listeners import run as run_listeners
+
+        chosen = tuple(m.strip() for m in modes.split(",") if m.strip())
+        if not chosen or any(m not in MODES for m in chosen):
+            raise typer.BadParameter("expected InProcess and/or Pod", param_hint="--modes")
+        lo, _, hi = (job_seconds or "0.5-1").partition("-")
+        listener_options = ListenerBenchOptions(
+            sizes=_counts(sizes, "--sizes"),
+            pod_sizes=_counts(pod_sizes, "--pod-sizes"),
+            modes=chosen,
+            jobs=jobs or 200,
+            rate=rate or 5.0,
+            job_seconds=(float(lo), float(hi or lo)),
+            max_runners=max_runners,
+            idle_seconds=idle_seconds,
+            run_timeout=min(timeout, 240.0),
+            poll_timeout=poll_timeout,
+            seed=seed,
+            out=Path(out) if out else None,
+        )
+        raise typer.Exit(run_listeners(listener_options))
+    if suite != "jobs":
+        raise typer.BadParameter("expected jobs or listeners", param_hint="--suite")
+
     from gharc.bench import BenchOptions, run
 
-    lo, _, hi = job_seconds.partition("-")
+    lo, _, hi = (job_seconds or "0.5-2").partition("-")
     options = BenchOptions(
-        jobs=jobs,
+        jobs=jobs or 1000,
         scale_sets=scale_sets,
         max_runners=max_runners,
-        rate=rate,
+        rate=rate or 10.0,
         job_seconds=(float(lo), float(hi or lo)),
         poll_timeout=poll_timeout,
         seed=seed,
         timeout=timeout,
         out=Path(out) if out else None,
+        listener_mode=listener_mode,
     )
     raise typer.Exit(run(options))
+
+
+def _counts(text: str, hint: str) -> tuple[int, ...]:
+    """``"1,10,50"`` -> ``(1, 10, 50)``; every count at least 1."""
+    try:
+        counts = tuple(int(x) for x in text.split(",") if x.strip())
+    except ValueError:
+        counts = ()
+    if any(n < 1 for n in counts):
+        counts = ()
+    if not counts and text.strip():
+        raise typer.BadParameter("expected comma-separated counts >= 1", param_hint=hint)
+    return counts
 
 
 def main() -> None:
