@@ -10,6 +10,8 @@ the service answers 401. Message queue calls use the session's queue token inste
 from __future__ import annotations
 
 import asyncio
+import base64
+import binascii
 import json
 import time
 from collections.abc import Mapping
@@ -17,7 +19,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import httpx
-import jwt
 
 from gharc.github.auth import Credentials
 from gharc.github.config import GitHubConfig
@@ -69,9 +70,18 @@ class AdminConnection:
 
 
 def _jwt_expiry(token: str, fallback: float) -> float:
+    """The ``exp`` claim of the admin token, read without verifying it (the service's key is
+    not ours to check). Decoded by hand, not with PyJWT: the payload is base64url JSON, and
+    PyJWT's import brings cryptography into every listener process for this one read."""
+    parts = token.split(".")
+    if len(parts) != 3:
+        return fallback
+    payload = parts[1]
     try:
-        claims = jwt.decode(token, options={"verify_signature": False})
-    except jwt.PyJWTError:
+        claims = json.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))
+    except (binascii.Error, ValueError):  # UnicodeDecodeError and JSONDecodeError included
+        return fallback
+    if not isinstance(claims, dict):
         return fallback
     exp = claims.get("exp")
     return float(exp) if isinstance(exp, int | float) else fallback

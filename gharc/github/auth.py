@@ -15,8 +15,6 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 
-import jwt
-
 # GitHub rejects App JWTs whose lifetime exceeds 10 minutes; iat is back-dated for skew.
 APP_JWT_BACKDATE = 60.0
 APP_JWT_LIFETIME = 540.0
@@ -90,6 +88,10 @@ class GitHubApp:
             "exp": int(now - APP_JWT_BACKDATE + APP_JWT_LIFETIME),
             "iss": self.app_id,
         }
+        # NB: imported here, not at the top: PyJWT brings cryptography (about 9 MiB of RSS),
+        # and only a GitHub App credential signs anything; a listener with a PAT never does.
+        import jwt
+
         try:
             return jwt.encode(claims, self._private_key, algorithm="RS256")
         except Exception as exc:  # never echo the key material

@@ -12,6 +12,12 @@ import logging
 import sys
 from typing import Any
 
+# httpx's package imports its command-line client (click, rich, pygments: about 4 MiB of
+# RSS) whenever those are installed, and typer installs them; a listener process never runs
+# it. A ``None`` entry makes that import fail, and httpx then skips its CLI.
+if "httpx" not in sys.modules:
+    sys.modules.setdefault("httpx._main", None)  # type: ignore[arg-type]
+
 from gharc.listener.config import ConfigError, ListenerConfig, load_config
 
 __all__ = ["configure_logging", "main"]
