@@ -25,6 +25,7 @@ from gharc.github.config import GitHubConfig
 from gharc.github.errors import (
     Conflict,
     GitHubError,
+    MalformedResponse,
     MessageQueueTokenExpired,
     NotFound,
     SessionConflict,
@@ -49,6 +50,7 @@ from gharc.github.transport import (
     Sleep,
     error_from_response,
     make_http_client,
+    redact_url,
 )
 
 API_VERSION = "6.0-preview"
@@ -382,7 +384,15 @@ class ActionsClient:
         )
         if response.status_code == 202 or not response.content:
             return None
-        return RunnerScaleSetMessage.from_wire(self._json(response))
+        try:
+            return RunnerScaleSetMessage.from_wire(self._json(response))
+        except ValueError as err:  # not JSON, or not an object: no message id to act on
+            raise MalformedResponse(
+                f"unreadable queue message: {err}",
+                status=response.status_code,
+                url=redact_url(response.request.url),
+                method="GET",
+            ) from None
 
     async def delete_message(self, queue_url: str, queue_token: str, message_id: int) -> None:
         await self._call(

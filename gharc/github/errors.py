@@ -14,6 +14,7 @@ the listener handle differently has its own class::
     ├── Conflict                 409
     ├── UnprocessableEntity      422 (REST remove of a busy runner)
     ├── ServerError              5xx after retries
+    ├── MalformedResponse        a 2xx whose body cannot be read
     └── ActionsServiceError      an Actions service exception with a known name
         ├── RunnerScaleSetNotFound   (also a NotFound)
         ├── AgentNotFound            (also a NotFound)
@@ -122,6 +123,11 @@ class UnprocessableEntity(GitHubError):
 
 class ServerError(GitHubError):
     """5xx still failing after the retries."""
+
+
+class MalformedResponse(GitHubError):
+    """A success status whose body cannot be read (not JSON, not the expected shape):
+    a proxy in the way or a service hiccup, worth retrying later."""
 
 
 class ActionsServiceError(GitHubError):

@@ -27,6 +27,7 @@ import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, TypeVar
 
+from gharc.github.errors import GitHubError
 from gharc.listener.config import ConfigError, ListenerConfig
 from gharc.listener.handler import MessageHandler
 from gharc.listener.kube import RunnerSetPatcher
@@ -38,6 +39,7 @@ from gharc.listener.session import (
     SessionClient,
     Stopped,
     describe_fatal,
+    is_fatal,
     is_transient,
     jittered,
 )
@@ -256,8 +258,14 @@ class Listener:
             except (Stopped, FatalError):
                 raise
             except Exception as err:
-                if not is_transient(err):
+                if is_fatal(err):
                     raise
+                if not is_transient(err):
+                    # Retrying cannot help (a bug, an answer about this message alone):
+                    # redelivering it would stall every message queued behind it.
+                    await self._drop(msg.message_id, err)
+                    await self.publish()  # its statistics were recorded before the failure
+                    continue
                 # Not acknowledged: the service redelivers it; every step is idempotent.
                 failures += 1
                 wait = jittered(failures, self.cfg.transient_max_backoff_seconds, self.rng)
@@ -274,6 +282,25 @@ class Listener:
                 self.on_message()
             log.debug("message %d: %s", msg.message_id, result)
             await self.publish()
+
+    async def _drop(self, message_id: int, err: Exception) -> None:
+        """Log, count and delete a message that cannot be handled; polling goes on."""
+        log.error(
+            "message %d cannot be handled, dropped: %s: %s",
+            message_id,
+            type(err).__name__,
+            err,
+            exc_info=not isinstance(err, GitHubError),
+        )
+        self.handler.count_dropped("error")
+        self.last_message_id = max(self.last_message_id, message_id)
+        try:
+            await self.handler.delete(message_id)
+        except (Stopped, FatalError):
+            raise
+        except Exception as delete_err:
+            # Not deleted: the service may redeliver it, and it is dropped again then.
+            log.warning("dropped message %d not deleted: %s", message_id, delete_err)
 
     async def _poll(self) -> Any:
         """One long poll, abandoned as soon as a stop is requested."""

@@ -20,6 +20,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from gharc.github.errors import NotFound
 from gharc.github.models import (
     JobAssigned,
     JobAvailable,
@@ -79,6 +80,8 @@ class MessageHandler:
         self.completed_by_result: Counter[str] = Counter()
         self.acquired_total = 0
         self.started_total = 0
+        self.dropped: Counter[str] = Counter()
+        """Messages given up on, by reason (``gharc_listener_messages_dropped_total``)."""
 
     def record_statistics(self, stats: RunnerScaleSetStatistic | None) -> None:
         if stats is None:
@@ -91,6 +94,13 @@ class MessageHandler:
         """Everything but the publish, which the loop does right after."""
         result = BatchResult(message_id=msg.message_id)
         self.record_statistics(msg.statistics)
+        if msg.malformed is not None:
+            log.error("message %d cannot be read, dropped: %s", msg.message_id, msg.malformed)
+            self.count_dropped("malformed")
+            await self.delete(msg.message_id)
+            return result
+        if msg.skipped_jobs:
+            self.count_dropped("job", msg.skipped_jobs)
         if msg.message_type and msg.message_type != "RunnerScaleSetJobMessages":
             log.info("message %d of type %r ignored", msg.message_id, msg.message_type)
         available = [j for j in msg.jobs if isinstance(j, JobAvailable)]
@@ -124,8 +134,24 @@ class MessageHandler:
                     job.result,
                     job.runner_name,
                 )
-        await self.retry("delete message", lambda: self.session.delete_message(msg.message_id))
+        await self.delete(msg.message_id)
         return result
+
+    async def delete(self, message_id: int) -> None:
+        """Acknowledge a message: the service stops redelivering it.
+
+        Already gone (404) counts as done: a redelivered message that an earlier attempt
+        deleted after all, or one the service dropped.
+        """
+        try:
+            await self.retry("delete message", lambda: self.session.delete_message(message_id))
+        except NotFound as err:
+            log.info("message %d was already deleted (%s)", message_id, err.status)
+
+    def count_dropped(self, reason: str, count: int = 1) -> None:
+        self.dropped[reason] += count
+        if self.metrics is not None:
+            self.metrics.record_dropped(reason, count)
 
     async def _job_started(self, job: JobStarted, result: BatchResult) -> None:
         self.scaler.mark_dirty()

@@ -71,6 +71,13 @@ JOB_STARTUP_DURATION = "gha_job_startup_duration_seconds"
 JOB_EXECUTION_DURATION = "gha_job_execution_duration_seconds"
 JOB_QUEUE_DURATION = "gha_job_queue_duration_seconds"
 
+#: gharc's own: messages given up on instead of being redelivered forever. ``reason`` is
+#: ``malformed`` (the message could not be read), ``job`` (one job message in a batch could
+#: not be read; the rest was handled) or ``error`` (handling failed with a non-transient
+#: error, such as a bug). Each is also logged at warning or error level.
+DROPPED = "gharc_listener_messages_dropped_total"
+_DROPPED_HELP = "Queue messages (or job messages in one) that were logged, deleted and skipped."
+
 _GAUGE_HELP = {
     ASSIGNED_JOBS: "Number of jobs assigned to this scale set.",
     RUNNING_JOBS: "Number of jobs running (or about to be run).",
@@ -235,6 +242,13 @@ class ListenerMetrics:
                 registry=self.registry,
             )
             self._histograms[metric_name] = _Metric(histogram, list(hist_cfg.labels))
+        # Always on, whatever the metrics config chooses: a dropped message is an alert.
+        self._dropped = Counter(
+            DROPPED.removesuffix("_total"),
+            _DROPPED_HELP,
+            [NAME, NAMESPACE, "reason"],
+            registry=self.registry,
+        )
 
     # -- helpers --------------------------------------------------------------------------
 
@@ -305,6 +319,14 @@ class ListenerMetrics:
 
     def record_desired_runners(self, count: int) -> None:
         self._set(DESIRED_RUNNERS, count)
+
+    def record_dropped(self, reason: str, count: int = 1) -> None:
+        """A message (or a job message in one) the listener gave up on (see ``DROPPED``)."""
+        self._dropped.labels(
+            name=self.scale_set_labels[NAME],
+            namespace=self.scale_set_labels[NAMESPACE],
+            reason=reason,
+        ).inc(count)
 
     def exposition(self) -> bytes:
         """The text format, as a scrape would get it."""

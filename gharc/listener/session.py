@@ -32,6 +32,7 @@ import httpx
 from gharc.github.errors import (
     Conflict,
     GitHubError,
+    MalformedResponse,
     MessageQueueTokenExpired,
     NotFound,
     RateLimited,
@@ -48,6 +49,7 @@ __all__ = [
     "SessionClient",
     "Stopped",
     "describe_fatal",
+    "is_fatal",
     "is_transient",
     "jittered",
 ]
@@ -94,16 +96,33 @@ class Stopped(Exception):
 
 
 def is_transient(err: BaseException) -> bool:
-    """True for failures that a later retry can fix without anybody changing anything."""
+    """True for failures that a later retry can fix without anybody changing anything.
+
+    A plain ``ValueError`` or ``TypeError`` is not: it comes from this code or from an
+    answer it cannot read, and the same input fails the same way again (retrying a
+    message forever stalls the queue behind it). Answers the client cannot read at all
+    are :class:`MalformedResponse`, which a proxy in the way can cause for a while.
+    """
     if isinstance(err, RunnerNotFound):
         return False  # the caller ignores it; retrying cannot make the runner appear
     if isinstance(err, KubePatchError):
         return True  # API server restarts, RBAC that lands a moment late, 5xx, timeouts
     if isinstance(err, RateLimited):
         return False  # the client already waited out every limit it could
+    if isinstance(err, MalformedResponse):
+        return True
     if isinstance(err, GitHubError):
         return err.status is None or err.status >= 500 or err.status == 429
-    return isinstance(err, httpx.HTTPError | OSError | TimeoutError | ValueError)
+    return isinstance(err, httpx.HTTPError | OSError | TimeoutError)
+
+
+def is_fatal(err: BaseException) -> bool:
+    """A failure of the listener as a whole (credentials, rate limit, scale set gone), as
+    opposed to one of a single message: the listener exits and its restart backoff paces
+    the next attempt."""
+    if isinstance(err, RateLimited):
+        return True
+    return isinstance(err, GitHubError) and err.status in (401, 403, 404)
 
 
 def describe_fatal(err: BaseException, scale_set_id: int, config_url: str) -> str:

@@ -1,0 +1,203 @@
+"""One odd message must never stall the listener.
+
+The fake queue here behaves like the service's: a message stays at the head of the queue
+until it is deleted, and ``get_message`` parses the wire form exactly as
+``ActionsClient.get_message`` does. A message the listener cannot parse or handle used to
+be retried forever (a ``ValueError`` counted as transient) and everything queued behind it
+waited; now it is logged, counted, deleted and skipped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from typing import Any
+
+import httpx
+import pytest
+from listener_fakes import FakeActions, FakePatcher, config, job
+from prometheus_client import CollectorRegistry
+
+from gharc.github.errors import ServerError
+from gharc.github.models import RunnerScaleSetMessage
+from gharc.listener.app import Listener
+from gharc.listener.kube import KubePatchError
+from gharc.listener.metrics import ListenerMetrics
+from gharc.listener.session import is_transient
+
+pytestmark = pytest.mark.looptime
+
+
+class WireQueue(FakeActions):
+    """Holds wire-form messages; the head is redelivered until the listener deletes it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.pending: list[dict[str, Any]] = []
+        self.arrived = asyncio.Event()
+        self.polls = 0
+
+    def put(self, wire: dict[str, Any]) -> None:
+        self.pending.append(wire)
+        self.arrived.set()
+
+    async def get_message(
+        self, queue_url: str, queue_token: str, last_message_id: int, max_capacity: int
+    ) -> RunnerScaleSetMessage | None:
+        self.polls += 1
+        head = next((m for m in self.pending if m.get("messageId", 0) > last_message_id), None)
+        if head is None:
+            self.arrived.clear()
+            try:
+                await asyncio.wait_for(self.arrived.wait(), timeout=self.poll_seconds)
+            except TimeoutError:
+                return None
+            return None
+        return RunnerScaleSetMessage.from_wire(json.loads(json.dumps(head)))
+
+    async def delete_message(self, queue_url: str, queue_token: str, message_id: int) -> None:
+        await super().delete_message(queue_url, queue_token, message_id)
+        self.pending = [m for m in self.pending if m.get("messageId") != message_id]
+
+
+def wire(message_id: int, body: Any, assigned: int = 0) -> dict[str, Any]:
+    return {
+        "messageId": message_id,
+        "messageType": "RunnerScaleSetJobMessages",
+        "body": body if body is None or isinstance(body, str) else json.dumps(body),
+        "statistics": {"totalAssignedJobs": assigned},
+    }
+
+
+async def until(cond: Callable[[], bool], timeout: float = 600.0) -> None:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while not cond():
+        if loop.time() > deadline:
+            raise AssertionError("condition not met in time")
+        await asyncio.sleep(0.05)
+
+
+@asynccontextmanager
+async def running(listener: Listener) -> AsyncIterator[asyncio.Task[None]]:
+    task = asyncio.create_task(listener.run())
+    try:
+        yield task
+    finally:
+        listener.request_stop()
+        await asyncio.wait_for(task, timeout=30)
+
+
+def _metrics() -> ListenerMetrics:
+    return ListenerMetrics(name="ers", namespace="ns", registry=CollectorRegistry())
+
+
+def dropped(metrics: ListenerMetrics, reason: str) -> float:
+    value = metrics.registry.get_sample_value(
+        "gharc_listener_messages_dropped_total",
+        {"name": "ers", "namespace": "ns", "reason": reason},
+    )
+    return value or 0.0
+
+
+ODD_BODIES: dict[str, Any] = {
+    "missing runnerRequestId": [{"messageType": "JobCompleted", "result": "succeeded"}],
+    "runnerRequestId 0": [
+        {**job("JobAssigned", 0)},
+        {**job("JobStarted", 0), "runnerName": "r-1"},
+    ],
+    "null body": None,
+    "null jobWorkflowRef": [{**job("JobStarted", 4), "jobWorkflowRef": None, "runnerName": "r"}],
+    "null requestLabels": [{**job("JobAvailable", 4), "requestLabels": None}],
+    "null runnerRequestId": [{**job("JobCompleted", 4), "runnerRequestId": None}],
+}
+
+
+@pytest.mark.parametrize("body", list(ODD_BODIES.values()), ids=list(ODD_BODIES))
+async def test_odd_but_valid_message_is_handled_and_the_next_one_too(body: Any) -> None:
+    api, patcher = WireQueue(), FakePatcher(runners={"r-1"})
+    metrics = _metrics()
+    listener = Listener(config(), api, patcher, metrics=metrics)
+    api.put(wire(1, body))
+    api.put(wire(2, [job("JobAvailable", 5)], assigned=1))
+    async with running(listener) as task:
+        await until(lambda: [5] in api.acquired and any(r == 1 for r, _ in patcher.replicas))
+        assert not task.done()
+    assert api.deleted_messages == [1, 2]
+    assert dropped(metrics, "malformed") == 0
+
+
+@pytest.mark.parametrize(
+    "body", ["{not json", json.dumps({"not": "a list"})], ids=["not json", "not a list"]
+)
+async def test_unparseable_message_is_dropped_deleted_and_counted(body: str) -> None:
+    api, patcher = WireQueue(), FakePatcher()
+    metrics = _metrics()
+    listener = Listener(config(), api, patcher, metrics=metrics)
+    api.put(wire(1, body))
+    api.put(wire(2, [job("JobAvailable", 5)], assigned=1))
+    async with running(listener):
+        await until(lambda: api.deleted_messages == [1, 2])
+        assert api.acquired == [[5]]
+    assert dropped(metrics, "malformed") == 1
+
+
+async def test_an_unparseable_job_in_a_batch_is_counted_and_the_rest_handled() -> None:
+    api, patcher = WireQueue(), FakePatcher()
+    metrics = _metrics()
+    listener = Listener(config(), api, patcher, metrics=metrics)
+    bad = {**job("JobStarted", 1), "queueTime": "yesterday-ish"}
+    api.put(wire(1, [bad, job("JobAvailable", 2)], assigned=1))
+    async with running(listener):
+        await until(lambda: api.deleted_messages == [1])
+        assert api.acquired == [[2]]
+    assert dropped(metrics, "job") == 1
+
+
+@pytest.mark.parametrize("bug", [TypeError("bad operand"), ValueError("bad value"), KeyError("x")])
+async def test_a_bug_handling_a_message_drops_it_and_polling_goes_on(bug: Exception) -> None:
+    api, patcher = WireQueue(), FakePatcher(runners={"r-1"})
+    metrics = _metrics()
+    listener = Listener(config(), api, patcher, metrics=metrics)
+
+    async def broken(runner_name: str, status: dict[str, Any]) -> None:
+        raise bug
+
+    patcher.patch_runner_job = broken  # type: ignore[method-assign]
+    api.put(wire(1, [{**job("JobStarted", 1), "runnerName": "r-1"}], assigned=1))
+    api.put(wire(2, [job("JobAvailable", 2)], assigned=2))
+    async with running(listener) as task:
+        await until(lambda: api.deleted_messages == [1, 2] and api.acquired == [[2]])
+        assert not task.done()
+    assert dropped(metrics, "error") == 1
+
+
+async def test_transient_failures_still_redeliver_the_message() -> None:
+    api, patcher = WireQueue(), FakePatcher()
+    metrics = _metrics()
+    listener = Listener(config(), api, patcher, metrics=metrics, step_attempts=1)
+    api.acquire_errors.append(ServerError("acquire 503", status=503))
+    api.put(wire(1, [job("JobAvailable", 1)], assigned=1))
+    async with running(listener):
+        await until(lambda: api.deleted_messages == [1])
+        assert api.acquired == [[1]]
+    assert dropped(metrics, "error") == 0
+
+
+@pytest.mark.parametrize(
+    ("err", "transient"),
+    [
+        (ValueError("ours"), False),
+        (TypeError("ours"), False),
+        (KeyError("ours"), False),
+        (httpx.ReadTimeout("slow"), True),
+        (ConnectionResetError(), True),
+        (TimeoutError(), True),
+        (ServerError("x", status=502), True),
+        (KubePatchError("apiserver", 503), True),
+    ],
+)
+def test_is_transient(err: BaseException, transient: bool) -> None:
+    assert is_transient(err) is transient
