@@ -40,6 +40,9 @@ FINALIZER_EPHEMERAL_RUNNER_REGISTRATION: Final = (
 #: Put by the Helm chart on the Roles/RoleBindings/ServiceAccounts/Secret it creates in the
 #: ARS namespace; the controller only ever removes it (when the ARS goes away).
 FINALIZER_CLEANUP_PROTECTION: Final = "actions.github.com/cleanup-protection"
+#: gharc: on the GitHub config Secret an AutoscalingRunnerSet uses, until that scale set is
+#: finalized (it needs the credentials to delete its GitHub scale set).
+FINALIZER_GITHUB_SECRET_PROTECTION: Final = "actions.github.com/github-secret-protection"
 
 # --- Labels (spec 2.2) -------------------------------------------------------------------
 
@@ -86,6 +89,8 @@ ANNOTATION_PATCH_ID: Final = "actions.github.com/patch-id"
 #: gharc: the message session of the listener serving this EphemeralRunnerSet, so that a
 #: successor takes it over instead of waiting out a 409 (no-job-stranded, dead listener).
 ANNOTATION_MESSAGE_SESSION_ID: Final = "actions.github.com/message-session-id"
+#: gharc: the GitHub config Secret this AutoscalingRunnerSet protected with a finalizer.
+ANNOTATION_PROTECTED_GITHUB_SECRET: Final = "actions.github.com/protected-github-secret"
 ANNOTATION_CLEANUP_MANAGER_ROLE_BINDING: Final = "actions.github.com/cleanup-manager-role-binding"
 ANNOTATION_CLEANUP_MANAGER_ROLE_NAME: Final = "actions.github.com/cleanup-manager-role-name"
 ANNOTATION_CLEANUP_KUBERNETES_MODE_ROLE_NAME: Final = (

@@ -47,6 +47,7 @@ from gharc.controllers.scaleset.reconcileutil import (
     is_deleting,
     remove_finalizer,
 )
+from gharc.controllers.scaleset.secretprotection import SecretProtection
 from gharc.github import errors as gh_errors
 from gharc.github.actions import ActionsClient
 from gharc.github.config import InvalidConfigUrl, parse_config_url
@@ -287,6 +288,7 @@ class AutoscalingRunnerSetReconciler:
         self.resolver = resolver
         self.options = options
         self.recorder = recorder
+        self.secrets = SecretProtection(kube, cache)
 
     async def reconcile(self, request: Request) -> Result | None:
         try:
@@ -314,6 +316,7 @@ class AutoscalingRunnerSetReconciler:
         try:
             self._check_listener_template(ars)
             client = await self._validate(ars)
+            ars = await self.secrets.protect(ars)
             ars = await self._ensure_scale_set(ars, client)
         except ConfigurationError as err:
             return await self._report_invalid(ars, err)
@@ -756,6 +759,7 @@ class AutoscalingRunnerSetReconciler:
             pass
         ars = await self._delete_scale_set(ars)
         await self._remove_cleanup_finalizers(ars)
+        await self.secrets.release(ars)
         await remove_finalizer(
             self.kube, AUTOSCALING_RUNNER_SETS, ars, c.FINALIZER_AUTOSCALING_RUNNER_SET
         )

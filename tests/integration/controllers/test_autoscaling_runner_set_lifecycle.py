@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from _arsworld import World, running_world
+from _arsworld import SECRET_NAME, World, running_world
 
 from gharc.api.scaleset import constants as c
 from gharc.kube.resources import (
@@ -189,3 +189,27 @@ async def test_deletion_proceeds_when_github_already_deleted_the_scale_set(
 
 async def _gone(w: World, resource: Any, name: str) -> bool:
     return await w.get_or_none(resource, name) is None
+
+
+async def test_secret_deleted_with_the_scale_set_is_kept_until_github_is_cleaned_up(
+    kubeconfig: str, namespace: str
+) -> None:
+    """no-job-stranded §5: a pre-created Secret deleted together with its scale set."""
+    async with running_world(kubeconfig, namespace) as w:
+        await _created(w)
+
+        async def protected() -> bool:
+            secret = await w.get_or_none(SECRETS, SECRET_NAME)
+            finalizers = (secret or {}).get("metadata", {}).get("finalizers") or []
+            return c.FINALIZER_GITHUB_SECRET_PROTECTION in finalizers
+
+        await eventually(protected, timeout=15, message="the GitHub Secret protected")
+        assert len(w.gh.state.scale_sets) == 1
+        # `kubectl delete -f` of a manifest with both: the Secret goes first.
+        await w.kube.delete(SECRETS, SECRET_NAME, namespace=namespace)
+        await w.kube.delete(AUTOSCALING_RUNNER_SETS, "arc", namespace=namespace)
+        await eventually(
+            lambda: _gone(w, AUTOSCALING_RUNNER_SETS, "arc"), timeout=30, message="ARS gone"
+        )
+        assert w.gh.state.scale_sets == {}  # deleted at GitHub with the Secret's credentials
+        await eventually(lambda: _gone(w, SECRETS, SECRET_NAME), timeout=15, message="released")
