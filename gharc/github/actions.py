@@ -207,8 +207,12 @@ class ActionsClient:
         timeout: float | None = None,
     ) -> httpx.Response:
         for attempt in (1, 2):
+            query: dict[str, Any] | None
             if absolute_url is not None:
-                url, query = absolute_url, dict(params or {})
+                # The queue URL may carry a query of its own: merge into it (httpx's
+                # ``params=`` would replace it), as ARC's and GitHub's clients keep it.
+                merged = httpx.URL(absolute_url)
+                url, query = str(merged.copy_merge_params(params) if params else merged), None
                 token = queue_token or (await self.admin_connection()).token
             else:
                 conn = await self.admin_connection()

@@ -62,9 +62,13 @@ class Label(_Camel):
 
 
 class RunnerSetting(_Camel):
-    ephemeral: bool = True
-    is_elastic: bool = True
+    """A scale set's runner settings. Sent: ``disableUpdate`` alone, as GitHub's current
+    client (``actions/scaleset``) sends it; ``ephemeral`` and ``isElastic`` are only read
+    (``None`` unless the service returns them), so they never reach a request body."""
+
     disable_update: bool = False
+    ephemeral: bool | None = None
+    is_elastic: bool | None = None
 
 
 class RunnerScaleSetStatistic(_Camel):

@@ -169,6 +169,7 @@ _GONE = (-1, "")
 async def get_message(request: web.Request) -> web.Response:
     state = _state(request)
     _api_version(request)
+    state.check_queue_query(request.query)
     s, ss = state.session_by_queue_token(request.match_info["session_id"], bearer(request))
     last = int_param(request.query.get("lastMessageId", "0"), "lastMessageId")
     cap = request.headers.get("X-ScaleSetMaxCapacity")
@@ -205,6 +206,7 @@ async def get_message(request: web.Request) -> web.Response:
 
 async def delete_message(request: web.Request) -> web.Response:
     state = _state(request)
+    state.check_queue_query(request.query)
     _s, ss = state.session_by_queue_token(request.match_info["session_id"], bearer(request))
     state.delete_message(ss, int_param(request.match_info["message_id"], "messageId"))
     return web.Response(status=204)

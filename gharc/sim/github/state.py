@@ -19,9 +19,10 @@ import json
 import secrets
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import parse_qsl
 
 from gharc.sim.github.signal import Signal
 
@@ -222,6 +223,9 @@ class FakeGitHubState:
         self.session_idle_timeout: float | None = SESSION_IDLE_TIMEOUT
         self.runner_lost_timeout: float | None = RUNNER_LOST_TIMEOUT
         self.message_batch = 50
+        #: A query string the session's ``messageQueueUrl`` carries (e.g. ``"rid=1"``);
+        #: queue calls without it are refused (see :meth:`check_queue_query`).
+        self.queue_url_query = ""
         self.jwt_secret = secrets.token_hex(32)
         self.enterprises: dict[str, set[str]] = {}
         self.orgs: dict[str, str | None] = {}  # org -> enterprise
@@ -712,7 +716,19 @@ class FakeGitHubState:
         return s, ss
 
     def queue_url(self, s: Session) -> str:
-        return f"{self.base_url}/_services/broker/{s.id}/messages"
+        query = f"?{self.queue_url_query}" if self.queue_url_query else ""
+        return f"{self.base_url}/_services/broker/{s.id}/messages{query}"
+
+    def check_queue_query(self, query: Mapping[str, str]) -> None:
+        """With ``queue_url_query`` set, the queue answers only requests that kept it: a
+        client must keep the query of the URL it was given (ARC's and GitHub's do)."""
+        if not self.queue_url_query:
+            return
+        for key, value in parse_qsl(self.queue_url_query):
+            if query.get(key) != value:
+                raise StateError(
+                    404, "The message queue URL lost its query string.", "NotFoundException"
+                )
 
     # ---- messages -----------------------------------------------------------------------
 

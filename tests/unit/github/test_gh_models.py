@@ -92,7 +92,7 @@ def test_scale_set_wire_is_camel_case() -> None:
         "name": "arc",
         "runnerGroupId": 1,
         "labels": [{"name": "arc", "type": "System"}],
-        "runnerSetting": {"ephemeral": True, "isElastic": True, "disableUpdate": True},
+        "runnerSetting": {"disableUpdate": True},
     }
     back = RunnerScaleSet.model_validate({**wire, "RunnerSetting": wire.pop("runnerSetting")})
     assert back.runner_setting is not None and back.runner_setting.disable_update
