@@ -36,10 +36,14 @@ async def wait_for_jobs(world: World, jobs: list[Job], timeout: float = JOBS_TIM
 
 
 async def wait_for_drain(world: World, namespace: str, timeout: float = DRAIN_TIMEOUT) -> None:
-    """Until no EphemeralRunner is left in ``namespace`` (or ``timeout``)."""
+    """Until no runner object (EphemeralRunner, its pod or Secret) is left in ``namespace``,
+    or ``timeout``: a pod outlives its EphemeralRunner for a moment while it terminates."""
     deadline = time.monotonic() + timeout
-    while await world.ephemeral_runners(namespace) and time.monotonic() < deadline:
+    while time.monotonic() < deadline:
         world.check_controller()
+        left = await runner_leftovers(world, namespace)
+        if not any(left.values()):
+            return
         await asyncio.sleep(0.5)
 
 
