@@ -149,9 +149,13 @@ class AgentExists(ActionsServiceError, Conflict):
 
 
 class SessionConflict(ActionsServiceError, Conflict):
-    """The scale set already has an active message session (another listener holds it)."""
+    """The scale set already has an active message session (another listener holds it).
 
-    exception_type = "TaskAgentSessionConflictException"
+    Matched by substring: the service names it ``RunnerScaleSetSessionConflictException``;
+    older services and clients used ``TaskAgentSessionConflictException``.
+    """
+
+    exception_type = "SessionConflictException"
 
 
 class JobStillRunning(ActionsServiceError):

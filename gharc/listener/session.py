@@ -274,6 +274,11 @@ class SessionClient:
             await self.api.delete_message_session(self.scale_set_id, session.session_id)
         except NotFound:
             pass
+        except GitHubError as err:
+            # The service answers a session it already dropped with 400 SessionExpired.
+            if not (err.status == 400 and err.is_exception("SessionExpired")):
+                log.warning("deleting message session %s failed: %s", session.session_id, err)
+                return False
         except Exception as err:
             log.warning("deleting message session %s failed: %s", session.session_id, err)
             return False

@@ -25,7 +25,8 @@ log = logging.getLogger("gharc.sim.github")
 
 DOCS = "https://docs.github.com/rest"
 RATE_LIMIT_DOCS = "https://docs.github.com/rest/overview/rate-limits-for-the-rest-api"
-ACTIONS_NAMESPACE = "GitHub.DistributedTask.WebApi"
+#: Where the service's exception types live (``typeName`` is "<namespace>.<Name>, <namespace>").
+ACTIONS_NAMESPACE = "GitHub.Actions.Runtime.WebApi"
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 

@@ -655,7 +655,7 @@ class FakeGitHubState:
                 409,
                 f"The runner scale set {ss.name} already has an active session for owner "
                 f"{existing.owner}.",
-                "TaskAgentSessionConflictException",
+                "RunnerScaleSetSessionConflictException",
             )
         s = Session(
             str(uuid.uuid4()),
@@ -668,29 +668,40 @@ class FakeGitHubState:
         self.sessions[s.id] = s
         return s
 
-    def session(self, tenant: Tenant, scale_set_id: int, session_id: str) -> Session:
+    def session(self, tenant: Tenant, scale_set_id: int, session_id: str) -> Session | None:
+        """The live session, or None when it was dropped (expired, deleted) or never was."""
         self.scale_set(tenant, scale_set_id)
         s = self.sessions.get(session_id)
         if s is not None and self.session_expired(s):
             self._drop_session(s)
             s = None
         if s is None or s.scale_set_id != scale_set_id:
-            raise StateError(
-                404,
-                f"The session {session_id} is not found or has expired.",
-                "TaskAgentSessionExpiredException",
-            )
+            return None
         return s
 
     def refresh_session(self, tenant: Tenant, scale_set_id: int, session_id: str) -> Session:
+        """A gone session: 404 ``RunnerAdminException``, as the service answers a refresh of
+        an evicted session (actions-service-api.md section 9)."""
         s = self.session(tenant, scale_set_id, session_id)
+        if s is None:
+            raise StateError(
+                404, f"The message session {session_id} was not found.", "RunnerAdminException"
+            )
         s.queue_token = secrets.token_urlsafe(32)
         s.queue_token_expires_at = self.now() + self.queue_token_ttl
         s.last_seen = self.now()
         return s
 
     def delete_session(self, tenant: Tenant, scale_set_id: int, session_id: str) -> None:
+        """A gone session: 400 ``RunnerScaleSetSessionExpiredException``, not 404, as the
+        service answers a listener deleting its predecessor's stale session."""
         s = self.session(tenant, scale_set_id, session_id)
+        if s is None:
+            raise StateError(
+                400,
+                f"The message session {session_id} has expired or does not exist.",
+                "RunnerScaleSetSessionExpiredException",
+            )
         del self.sessions[s.id]
         self.scale_sets[scale_set_id].signal.fire()
 
@@ -1028,6 +1039,10 @@ class FakeGitHubState:
         return r
 
     def remove_runner(self, tenant: Tenant | None, runner_id: int) -> None:
+        """Remove a runner; one already gone (an ephemeral runner de-registers after its job)
+        is a success, as GitHub's client expects 204 and ARC removes every finished runner."""
+        if runner_id in self.removed_runners and runner_id not in self.runners:
+            return
         r = self.runner(tenant, runner_id)
         if r.job is not None:
             raise StateError(

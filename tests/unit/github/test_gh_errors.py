@@ -60,6 +60,10 @@ def _actions(name: str) -> dict[str, Any]:
         (404, _actions("AgentNotFoundException"), {}, e.AgentNotFound),
         (409, _actions("AgentExistsException"), {}, e.AgentExists),
         (409, _actions("TaskAgentSessionConflictException"), {}, e.SessionConflict),
+        # The service's own names (actions-service-api.md section 9):
+        (409, _actions("RunnerScaleSetSessionConflictException"), {}, e.SessionConflict),
+        (400, _actions("RunnerScaleSetSessionExpiredException"), {}, e.BadRequest),
+        (404, _actions("RunnerAdminException"), {}, e.NotFound),
         (400, _actions("JobStillRunningException"), {}, e.JobStillRunning),
     ],
 )

@@ -72,7 +72,7 @@ async def test_missing_api_version(raw: Raw, http: httpx.AsyncClient) -> None:
 async def test_unknown_session_and_ids(raw: Raw, gh: FakeGitHubServer) -> None:
     ss = await raw.scale_set()
     r = await raw.svc("PATCH", f"_apis/runtime/runnerscalesets/{ss['id']}/sessions/no-such")
-    assert r.status_code == 404 and r.json()["typeKey"] == "TaskAgentSessionExpiredException"
+    assert r.status_code == 404 and r.json()["typeKey"] == "RunnerAdminException"
     r = await raw.http.get(
         f"{gh.url}/_services/broker/no-such/messages",
         headers={"Authorization": "Bearer x", "Accept": "api-version=6.0"},

@@ -1,0 +1,102 @@
+"""The fake answers as the real Actions service does where clients branch on the answer.
+
+Each case names where the real answer is documented: GitHub's Go client for scale sets
+(``actions/scaleset``), ARC (``actions/actions-runner-controller``) and real listener logs
+quoted in its public issues, as summarised in actions-service-api.md section 9.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sim_helpers import Raw
+
+from gharc.sim.github import DEFAULT_REPO, FakeGitHubServer
+
+NAMESPACE = "GitHub.Actions.Runtime.WebApi"
+
+
+def _named(body: dict[str, Any], key: str) -> None:
+    assert body["typeKey"] == key
+    assert body["typeName"] == f"{NAMESPACE}.{key}, {NAMESPACE}"
+
+
+async def test_second_session_is_409_runner_scale_set_session_conflict(raw: Raw) -> None:
+    # actions/scaleset and ARC's listener match "RunnerScaleSetSessionConflictException"
+    # ("... already has an active session."); actions-service-api.md section 9.
+    ss = await raw.scale_set()
+    await raw.session(ss["id"])
+    r = await raw.svc(
+        "POST", f"_apis/runtime/runnerscalesets/{ss['id']}/sessions", json={"ownerName": "b"}
+    )
+    assert r.status_code == 409
+    _named(r.json(), "RunnerScaleSetSessionConflictException")
+    assert "already has an active session" in r.json()["message"]
+
+
+async def test_deleting_a_stale_session_is_400_session_expired(
+    raw: Raw, gh: FakeGitHubServer
+) -> None:
+    # Real listener logs in ARC's issues: deleting a session the service already dropped
+    # answers 400 RunnerScaleSetSessionExpiredException, not 404.
+    ss = await raw.scale_set()
+    s = await raw.session(ss["id"])
+    gh.state.session_idle_timeout = 0.0  # the service drops the idle session
+    path = f"_apis/runtime/runnerscalesets/{ss['id']}/sessions/{s['sessionId']}"
+    r = await raw.svc("DELETE", path)
+    assert r.status_code == 400
+    _named(r.json(), "RunnerScaleSetSessionExpiredException")
+    r = await raw.svc("DELETE", f"_apis/runtime/runnerscalesets/{ss['id']}/sessions/no-such")
+    assert r.status_code == 400
+    _named(r.json(), "RunnerScaleSetSessionExpiredException")
+
+
+async def test_refreshing_an_evicted_session_is_404_runner_admin(
+    raw: Raw, gh: FakeGitHubServer
+) -> None:
+    # actions-service-api.md section 9: refreshing an evicted session is 404
+    # RunnerAdminException (clients treat the 404 as "session gone, create a new one").
+    ss = await raw.scale_set()
+    s = await raw.session(ss["id"])
+    gh.state.session_idle_timeout = 0.0
+    r = await raw.svc(
+        "PATCH", f"_apis/runtime/runnerscalesets/{ss['id']}/sessions/{s['sessionId']}"
+    )
+    assert r.status_code == 404
+    _named(r.json(), "RunnerAdminException")
+
+
+async def test_every_actions_error_is_in_the_runtime_namespace(raw: Raw) -> None:
+    r = await raw.svc("GET", "_apis/runtime/runnerscalesets/999")
+    assert r.status_code == 404
+    _named(r.json(), "RunnerScaleSetNotFoundException")
+    r = await raw.svc("GET", "_apis/distributedtask/pools/0/agents/999")
+    _named(r.json(), "AgentNotFoundException")
+
+
+async def test_removing_a_runner_that_finished_its_job_is_204(
+    raw: Raw, gh: FakeGitHubServer
+) -> None:
+    # actions/scaleset's RemoveRunner expects 204, and ARC's EphemeralRunner controller
+    # (deleteRunnerFromService) calls it for every finished runner: a 404 there would make
+    # its finalizer retry forever. The ephemeral runner de-registered itself after its job.
+    ss = await raw.scale_set()
+    r = await raw.svc(
+        "POST",
+        f"_apis/runtime/runnerscalesets/{ss['id']}/generatejitconfig",
+        json={"name": "r-1", "workFolder": "_work"},
+    )
+    rid = r.json()["runner"]["id"]
+    runner = gh.state.runners[rid]
+    job = gh.enqueue_job(DEFAULT_REPO, ["arc"])
+    gh.state.acquire_jobs(gh.state.scale_sets[ss["id"]], [job.request_id])
+    assert gh.state.take_job(runner) is job
+    gh.state.job_completed(runner, job.request_id, "succeeded")
+    assert rid not in gh.state.runners  # gone from the service already
+    gone = await raw.svc("DELETE", f"_apis/distributedtask/pools/0/agents/{rid}")
+    assert gone.status_code == 204
+    again = await raw.svc("DELETE", f"_apis/distributedtask/pools/0/agents/{rid}")
+    assert again.status_code == 204
+    never = await raw.svc("DELETE", "_apis/distributedtask/pools/0/agents/99999")
+    assert never.status_code == 404
+    _named(never.json(), "AgentNotFoundException")
