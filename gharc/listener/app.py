@@ -25,9 +25,11 @@ import socket
 import sys
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
+from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 from gharc.github.errors import GitHubError
+from gharc.listener.capacity import CapacityPolicy
 from gharc.listener.config import ConfigError, ListenerConfig
 from gharc.listener.handler import MessageHandler
 from gharc.listener.kube import RunnerSetPatcher
@@ -78,6 +80,13 @@ class Listener:
         self.stop_event = asyncio.Event()
         self.step_attempts = step_attempts
         self.scaler = Scaler(cfg.min_runners, cfg.max_runners)
+        self.capacity = CapacityPolicy(
+            cfg.min_runners,
+            cfg.scheduled_overrides,
+            burst_runners=cfg.burst_runners,
+            burst_decay_seconds=cfg.burst_decay_seconds,
+        )
+        self.wall_clock: Callable[[], datetime] = lambda: datetime.now(UTC)
         self.sessions = SessionClient(
             api,
             cfg.runner_scale_set_id,
@@ -161,6 +170,7 @@ class Listener:
         if self.on_session is not None:
             self.on_session(session.session_id)
         answering: asyncio.Task[None] | None = None
+        following: asyncio.Task[None] | None = None
         try:
             if session.statistics is None:
                 # A resumed session may come back without statistics: read them fresh.
@@ -175,6 +185,8 @@ class Listener:
             markers = getattr(self.patcher, "cleanup_markers", None)
             if markers is not None:
                 answering = asyncio.create_task(self._answer_cleanups(markers()))
+            if self.capacity.active:
+                following = asyncio.create_task(self._follow_capacity())
             await self._poll_loop()
         except Stopped:
             pass
@@ -187,9 +199,10 @@ class Listener:
                 describe_fatal(err, cfg.runner_scale_set_id, cfg.configure_url)
             ) from None
         finally:
-            if answering is not None:
-                answering.cancel()
-                await asyncio.gather(answering, return_exceptions=True)
+            for task in (answering, following):
+                if task is not None:
+                    task.cancel()
+                    await asyncio.gather(task, return_exceptions=True)
             if self.stopping and not self.keep_session_on_stop:
                 self.session_deleted = await self._close_session()
             # Otherwise the session stays open and recorded: the successor resumes it.
@@ -281,6 +294,8 @@ class Listener:
             if self.on_message is not None:
                 self.on_message()
             log.debug("message %d: %s", msg.message_id, result)
+            if result.available or result.assigned:
+                self.capacity.note_demand(asyncio.get_running_loop().time())
             await self.publish()
 
     async def _drop(self, message_id: int, err: Exception) -> None:
@@ -328,8 +343,35 @@ class Listener:
         async with self._publish_lock:
             return await self._publish()
 
+    def _capacity_now(self) -> tuple[int, int]:
+        """(minimum, extra runners) of the capacity policy at this moment."""
+        mono = asyncio.get_running_loop().time()
+        return self.capacity.min_runners(self.wall_clock()), self.capacity.extra(mono)
+
+    async def _follow_capacity(self) -> None:
+        """Publish when a scheduled window opens or closes, or the burst buffer decays.
+
+        Without this the change would wait for the next message or long-poll timeout (50 s
+        on GitHub). Only a changed target is published: the poll loop handles the rest.
+        """
+        loop = asyncio.get_running_loop()
+        while not self.stopping:
+            wait = self.capacity.next_change(self.wall_clock(), loop.time())
+            # A minute at most: demand noted meanwhile may start a decay to follow.
+            if await self.sleep(min(60.0, wait if wait is not None else 60.0) + 0.01):
+                return
+            floor, extra = self._capacity_now()
+            assigned = self.handler.statistics.total_assigned_jobs
+            if self.scaler.target_for(assigned, floor, extra) != self.scaler.target:
+                self.scaler.mark_dirty()
+                with contextlib.suppress(Stopped):
+                    await self.publish()
+
     async def _publish(self) -> bool:
-        plan = self.scaler.plan(self.handler.statistics.total_assigned_jobs)
+        floor, extra = self._capacity_now()
+        plan = self.scaler.plan(
+            self.handler.statistics.total_assigned_jobs, min_runners=floor, extra=extra
+        )
         if plan is None:
             return False
         try:
@@ -347,6 +389,8 @@ class Listener:
         self.scaler.commit(plan)
         if self.metrics is not None:
             self.metrics.record_desired_runners(plan.replicas)
+            if self.capacity.overrides:
+                self.metrics.record_static(floor, self.cfg.max_runners)
         log.info(
             "EphemeralRunnerSet %s/%s: replicas=%d patchID=%d (assigned jobs %d)",
             self.cfg.ephemeral_runner_set_namespace,

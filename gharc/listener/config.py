@@ -123,6 +123,10 @@ class ListenerConfig(BaseModel):
     session_conflict_max_backoff_seconds: float = Field(default=30.0, ge=0)
     # gharc: how long a transient-error backoff may grow to (with jitter) in the main loop.
     transient_max_backoff_seconds: float = Field(default=30.0, gt=0)
+    # gharc: scheduled minimums and the burst buffer (see gharc/listener/capacity.py).
+    scheduled_overrides: list[dict[str, Any]] = Field(default_factory=list)
+    burst_runners: int = Field(default=0, ge=0, le=MAX_INT32)
+    burst_decay_seconds: float = Field(default=300.0, gt=0)
 
     @field_validator("github_app_id", mode="before")
     @classmethod
@@ -176,6 +180,13 @@ class ListenerConfig(BaseModel):
                 "no credentials: set github_token, or github_app_id, "
                 "github_app_installation_id and github_app_private_key"
             )
+        if self.scheduled_overrides:
+            from gharc.listener.capacity import CapacityPolicy, ScheduleError
+
+            try:
+                CapacityPolicy(self.min_runners, self.scheduled_overrides)
+            except ScheduleError as err:
+                raise ConfigError(f"scheduled_overrides: {err}") from None
         if (
             self.session_conflict_max_backoff_seconds
             < self.session_conflict_initial_backoff_seconds

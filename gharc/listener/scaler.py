@@ -66,11 +66,22 @@ class Scaler:
         """A JobStarted or JobCompleted arrived: the next patch must carry a fresh ID."""
         self.dirty = True
 
-    def plan(self, assigned_jobs: int) -> Patch | None:
+    def target_for(self, assigned_jobs: int, min_runners: int | None = None, extra: int = 0) -> int:
+        """The desired count; ``min_runners`` (a scheduled minimum) and ``extra`` (the burst
+        buffer) are gharc's additions to ARC's formula, still capped at ``max_runners``."""
+        floor = self.min_runners if min_runners is None else min_runners
+        return desired_count(floor + max(0, extra), self.max_runners, assigned_jobs)
+
+    def plan(
+        self, assigned_jobs: int, *, min_runners: int | None = None, extra: int = 0
+    ) -> Patch | None:
         """The patch to publish now, or None when it would repeat the previous one."""
-        target = desired_count(self.min_runners, self.max_runners, assigned_jobs)
+        floor = self.min_runners if min_runners is None else min_runners
+        target = self.target_for(assigned_jobs, floor, extra)
         seq = 1 if self.seq >= MAX_PATCH_SEQ else self.seq + 1
-        idle = not self.dirty and target == self.last_target and target == self.min_runners
+        idle = (
+            not self.dirty and target == self.last_target and target == min(floor, self.max_runners)
+        )
         patch = Patch(replicas=target, patch_id=0 if idle else seq, seq=seq)
         last = self.last_published
         if last is not None and (last.replicas, last.patch_id) == (patch.replicas, patch.patch_id):

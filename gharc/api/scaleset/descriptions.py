@@ -90,6 +90,22 @@ TABLE: dict[str, str] = {
     ".spec.runnerScaleSetLabels": "Extra labels of the scale set in GitHub, usable in runs-on "
     "(each 1 to 255 characters, checked by the controller).",
     ".spec.minRunners": "Idle runners kept ready; unset means 0.",
+    "scheduledOverrides": "gharc: time windows in which minRunners is another value, e.g. "
+    "warm runners on weekday mornings. The first active window wins.",
+    "scheduledOverrides.startTime": "When the window starts: RFC 3339, or a local time "
+    "without offset in timeZone.",
+    "scheduledOverrides.endTime": "When the window ends (same form as startTime).",
+    "scheduledOverrides.minRunners": "minRunners during the window; unset leaves it as is.",
+    "scheduledOverrides.timeZone": "IANA time zone (Europe/Berlin) of times without an "
+    "offset; a recurring window keeps its local hours across daylight saving changes.",
+    "scheduledOverrides.recurrenceRule": "How the window repeats; unset means once.",
+    "recurrenceRule.frequency": "Daily, Weekly, Monthly or Yearly; empty means once.",
+    "recurrenceRule.untilTime": "No occurrence starts after this time.",
+    "burst": "gharc: extra idle runners kept while jobs arrive, so the next job of a wave "
+    "finds a runner waiting; they decay to none after the last arrival.",
+    "burst.runners": "How many extra idle runners while jobs arrive (0: off).",
+    "burst.decaySeconds": "Seconds after the last arrival over which the extra runners "
+    "fall to none (default 300).",
     ".spec.maxRunners": "Most runners at once; unset means no limit (the controller reports "
     "minRunners above maxRunners as Failed).",
     ".spec.listenerTemplate": "Merged into the listener pod the controller creates.",

@@ -133,6 +133,34 @@ def image_pull_secrets() -> Schema:
     return {"type": "array", "items": ref}
 
 
+def scheduled_overrides() -> Schema:
+    """gharc: windows with another ``minRunners`` (the legacy HRA's ``scheduledOverrides``)."""
+    override = _object(
+        {
+            "endTime": _string(),
+            "minRunners": _int(minimum=0),
+            "recurrenceRule": _object(
+                {
+                    "frequency": {
+                        "type": "string",
+                        "enum": ["", "Daily", "Weekly", "Monthly", "Yearly"],
+                    },
+                    "untilTime": _string(),
+                }
+            ),
+            "startTime": _string(),
+            "timeZone": _string(),
+        },
+        required=["endTime", "startTime"],
+    )
+    return {"type": "array", "items": override}
+
+
+def burst_config() -> Schema:
+    """gharc: extra idle runners while jobs arrive, decaying to none."""
+    return _object({"decaySeconds": _int(minimum=1), "runners": _int(minimum=0)})
+
+
 def conditions() -> Schema:
     """``[]metav1.Condition``, keyed by ``type`` (gharc: ARS ``ListenerTemplateAllowed``)."""
     condition = _object(
@@ -210,8 +238,10 @@ def autoscaling_runner_set_schema(pod_template: Schema) -> Schema:
             "listenerTemplate": copy.deepcopy(pod_template),
             "maxRunners": _int(minimum=0),
             "minRunners": _int(minimum=0),
+            "burst": burst_config(),
             "proxy": proxy_config(),
             "runnerGroup": _string(),
+            "scheduledOverrides": scheduled_overrides(),
             "runnerScaleSetLabels": _strings(),
             "runnerScaleSetName": _string(),
             "template": copy.deepcopy(pod_template),
@@ -311,6 +341,8 @@ def autoscaling_listener_schema(pod_template: Schema) -> Schema:
             "roleBindingMetadata": resource_meta(),
             "roleMetadata": resource_meta(),
             "runnerScaleSetId": _int(),
+            "burst": burst_config(),
+            "scheduledOverrides": scheduled_overrides(),
             "serviceAccountMetadata": resource_meta(),
             "template": copy.deepcopy(pod_template),
             "vaultConfig": vault_config(),

@@ -26,8 +26,9 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
+from gharc.api import schedule
 from gharc.api.legacy import constants as lc
-from gharc.controllers.legacy import capacity, schedule
+from gharc.controllers.legacy import capacity
 from gharc.controllers.legacy.hra_github import CredentialsUnavailable
 from gharc.controllers.legacy.hra_metrics import (
     PERCENTAGE_RUNNERS_BUSY,

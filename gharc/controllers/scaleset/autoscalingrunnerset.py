@@ -27,6 +27,7 @@ How gharc differs from ARC, on purpose:
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
 import re
 from collections.abc import Mapping
@@ -34,6 +35,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from gharc.api import schedule
 from gharc.api.scaleset import constants as c
 from gharc.api.scaleset.models import AutoscalingRunnerSetSpec
 from gharc.controllers.scaleset import conditions as cond
@@ -384,6 +386,15 @@ class AutoscalingRunnerSetReconciler:
             parse_config_url(str(spec.get("githubConfigUrl") or ""))
         except InvalidConfigUrl as err:
             raise ConfigurationError("InvalidGitHubConfigUrl", str(err)) from None
+        if spec.get("scheduledOverrides"):
+            try:
+                schedule.match_overrides(
+                    dt.datetime.now(dt.UTC), spec["scheduledOverrides"], key="minRunners"
+                )
+            except schedule.ScheduleError as err:
+                raise ConfigurationError(
+                    "InvalidSchedule", f"spec.scheduledOverrides: {err}"
+                ) from None
         target = GitHubTarget.from_spec(ars["metadata"]["namespace"], spec)
         return await self.resolver.client_for(target)
 

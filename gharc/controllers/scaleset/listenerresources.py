@@ -177,6 +177,8 @@ def desired_listener(ars: Mapping[str, Any], options: ScaleSetOptions) -> JSON:
         "proxy": spec.get("proxy"),
         "githubServerTLS": spec.get("githubServerTLS"),
         "metrics": spec.get("listenerMetrics"),
+        "scheduledOverrides": spec.get("scheduledOverrides"),
+        "burst": spec.get("burst"),
         "template": spec.get("listenerTemplate"),
         "serviceAccountMetadata": spec.get("listenerServiceAccountMetadata"),
         "roleMetadata": spec.get("listenerRoleMetadata"),
@@ -384,6 +386,12 @@ def listener_config(
         config["metrics_endpoint"] = options.listener_metrics_endpoint
     if spec.get("metrics"):
         config["metrics"] = spec["metrics"]
+    if spec.get("scheduledOverrides"):
+        config["scheduled_overrides"] = list(spec["scheduledOverrides"])
+    burst = spec.get("burst") or {}
+    if burst.get("runners"):
+        config["burst_runners"] = int(burst["runners"])
+        config["burst_decay_seconds"] = float(burst.get("decaySeconds") or 300)
     return config
 
 

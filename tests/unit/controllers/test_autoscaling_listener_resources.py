@@ -227,3 +227,25 @@ def test_backoff_ladder_is_capped() -> None:
         ladder[-1],
         ladder[-1],
     ]
+
+
+def test_schedule_and_burst_travel_from_the_scale_set_to_the_listener_config() -> None:
+    from gharc.listener.config import ListenerConfig
+
+    window = {
+        "startTime": "2026-01-05T08:00:00",
+        "endTime": "2026-01-05T18:00:00",
+        "timeZone": "Europe/Berlin",
+        "minRunners": 4,
+        "recurrenceRule": {"frequency": "Daily"},
+    }
+    source = ars(scheduledOverrides=[window], burst={"runners": 3, "decaySeconds": 120})
+    source["metadata"].setdefault("annotations", {})[c.ANNOTATION_RUNNER_SCALE_SET_ID] = "42"
+    desired = lr.desired_listener(source, OPTIONS)
+    assert desired["spec"]["scheduledOverrides"] == [window]
+    cfg = lr.listener_config(desired, {"github_token": "t"}, OPTIONS)
+    assert cfg["scheduled_overrides"] == [window]
+    assert (cfg["burst_runners"], cfg["burst_decay_seconds"]) == (3, 120.0)
+    parsed = ListenerConfig.model_validate(cfg)
+    parsed.validate_semantics()
+    assert parsed.burst_runners == 3

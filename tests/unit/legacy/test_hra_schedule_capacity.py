@@ -6,7 +6,8 @@ import datetime as dt
 
 import pytest
 
-from gharc.controllers.legacy import capacity, schedule
+from gharc.api import schedule
+from gharc.controllers.legacy import capacity
 
 UTC = dt.UTC
 

@@ -1,8 +1,13 @@
-"""Scheduled overrides of an HRA's minReplicas (legacy.md 3.5, ARC ``schedule.go``).
+"""Scheduled overrides of a minimum: an HRA's minReplicas (legacy.md 3.5, ARC
+``schedule.go``) and, in gharc, an AutoscalingRunnerSet's minRunners.
 
 Occurrences come from an RFC 5545 rule (``dateutil.rrule``: FREQ, DTSTART=startTime,
 UNTIL=untilTime), exactly as ARC builds one with rrule-go, so a Monthly override that
 starts on the 31st skips short months the same way in both.
+
+gharc adds ``timeZone`` (an IANA name) to an override: its times without an offset are
+wall-clock times there, and a recurring window keeps its wall-clock hours across daylight
+saving changes ("08:00 in Berlin" stays 08:00 in summer), which fixed offsets cannot say.
 
 Everything takes ``now`` as an argument: the reconciler passes its clock's time, and the
 tests pass any instant they like instead of sleeping until a schedule starts.
@@ -14,10 +19,11 @@ import datetime as dt
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from dateutil import rrule
 
-from gharc.controllers.legacy.timeutil import parse_time
+from gharc.api.times import parse_time
 
 _FREQ = {
     "Daily": (rrule.DAILY, 0, 0, 1),
@@ -96,29 +102,57 @@ def match_schedule(
     return active, upcoming
 
 
-def match_overrides(
-    now: dt.datetime, overrides: Sequence[Mapping[str, Any]]
-) -> tuple[int | None, Override | None, Override | None]:
-    """(minReplicas override, active, upcoming) over ``spec.scheduledOverrides``.
+def _zone(name: Any) -> dt.tzinfo | None:
+    if not name:
+        return None
+    try:
+        return ZoneInfo(str(name))
+    except (ZoneInfoNotFoundError, ValueError):
+        raise ScheduleError(
+            f"unknown timeZone {name!r}: use an IANA name such as Europe/Berlin"
+        ) from None
 
-    The first active override wins, even when its minReplicas is unset (later active ones
-    are then not consulted, as in ARC); the upcoming one is the earliest to start.
+
+def _local_time(value: Any, zone: dt.tzinfo | None) -> dt.datetime | None:
+    """``value`` as an aware time: in ``zone`` when it has no offset (UTC without a zone)."""
+    if zone is None or value is None or value == "" or isinstance(value, dt.datetime):
+        return parse_time(value)
+    text = str(value)
+    try:
+        parsed = dt.datetime.fromisoformat(text[:-1] + "+00:00" if text.endswith("Z") else text)
+    except ValueError:
+        raise ValueError(f"not an RFC 3339 time: {value!r}") from None
+    return parsed.replace(tzinfo=zone) if parsed.tzinfo is None else parsed.astimezone(zone)
+
+
+def match_overrides(
+    now: dt.datetime, overrides: Sequence[Mapping[str, Any]], *, key: str = "minReplicas"
+) -> tuple[int | None, Override | None, Override | None]:
+    """(minimum override, active, upcoming) over ``spec.scheduledOverrides``.
+
+    ``key`` names the minimum in each override (``minReplicas`` for an HRA, ``minRunners``
+    for a scale set). The first active override wins, even when its minimum is unset (later
+    active ones are then not consulted, as in ARC); the upcoming one is the earliest to start.
     """
     min_replicas: int | None = None
     active: Override | None = None
     upcoming: Override | None = None
     for o in overrides:
+        zone = _zone(o.get("timeZone"))
         try:
-            start = parse_time(o.get("startTime"))
-            end = parse_time(o.get("endTime"))
+            start = _local_time(o.get("startTime"), zone)
+            end = _local_time(o.get("endTime"), zone)
             rule = o.get("recurrenceRule") or {}
-            until = parse_time(rule.get("untilTime")) if rule.get("untilTime") else None
+            until = _local_time(rule.get("untilTime"), zone) if rule.get("untilTime") else None
         except ValueError as err:
             raise ScheduleError(f"scheduled override: {err}") from None
         if start is None or end is None:
             raise ScheduleError("a scheduled override needs startTime and endTime")
-        a, u = match_schedule(now, start, end, str(rule.get("frequency") or ""), until)
-        o_min = o.get("minReplicas")
+        if end <= start:
+            raise ScheduleError("a scheduled override must end after it starts")
+        local_now = now.astimezone(zone) if zone is not None else now
+        a, u = match_schedule(local_now, start, end, str(rule.get("frequency") or ""), until)
+        o_min = o.get(key)
         o_min = int(o_min) if o_min is not None else None
         if a is not None and active is None:
             active = Override(a, o_min)
