@@ -181,6 +181,7 @@ class Listener:
                 if rss is not None:
                     self.handler.record_statistics(rss.statistics)
             self.handler.record_statistics(session.statistics)
+            await self._continue_patch_sequence()
             await self.publish()
             markers = getattr(self.patcher, "cleanup_markers", None)
             if markers is not None:
@@ -206,6 +207,25 @@ class Listener:
             if self.stopping and not self.keep_session_on_stop:
                 self.session_deleted = await self._close_session()
             # Otherwise the session stays open and recorded: the successor resumes it.
+
+    async def _continue_patch_sequence(self) -> None:
+        """Carry on from the EphemeralRunnerSet's current patch ID instead of from 0.
+
+        ARC's listener starts every life at ID 0, which the controller never suppresses
+        (B3): if a job finished while no listener ran, the first patch of the new one is
+        compared against a runner count from before the finish, and a runner is created
+        for the finished job (seen as 243 runners for 240 jobs across a leader kill). A
+        fresh non-zero ID keeps the cleanup marker meaningful across listener lives.
+        """
+        read = getattr(self.patcher, "current_patch_id", None)
+        if read is None:
+            return
+        try:
+            current = await read()
+        except Exception as err:  # the sequence from 0 still works, as ARC's does
+            log.info("could not read the current patch ID (%s); starting from 0", err)
+            return
+        self.scaler.continue_from(current)
 
     async def _answer_cleanups(self, markers: AsyncIterator[int]) -> None:
         """Answer the set's finished-runner cleanup marker with a fresh count (B3).

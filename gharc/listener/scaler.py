@@ -62,6 +62,11 @@ class Scaler:
         self.last_published: Patch | None = None
         self.published_count = 0
 
+    def continue_from(self, patch_id: int | None) -> None:
+        """Start the sequence after ``patch_id`` (a predecessor's last), before any publish."""
+        if patch_id is not None and 0 < patch_id < MAX_PATCH_SEQ and self.published_count == 0:
+            self.seq = patch_id
+
     def mark_dirty(self) -> None:
         """A JobStarted or JobCompleted arrived: the next patch must carry a fresh ID."""
         self.dirty = True
