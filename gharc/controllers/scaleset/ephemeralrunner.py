@@ -32,7 +32,7 @@ from typing import Any, Protocol
 from gharc.api.scaleset import constants as c
 from gharc.controllers.scaleset import runnerresources as rr
 from gharc.controllers.scaleset.credentials import ClientResolver, ConfigurationError, GitHubTarget
-from gharc.controllers.scaleset.events import NORMAL, WARNING, EventRecorder, emit
+from gharc.controllers.scaleset.events import WARNING, EventRecorder, emit
 from gharc.controllers.scaleset.metrics import ControllerMetrics
 from gharc.controllers.scaleset.options import ScaleSetOptions
 from gharc.github import errors as gh
@@ -42,6 +42,8 @@ from gharc.kube.builder import Builder
 from gharc.kube.cache import Cache
 from gharc.kube.client import KubeClient
 from gharc.kube.controller import Controller
+from gharc.kube.expectations import Expectations
+from gharc.kube.finalizers import set_finalizers
 from gharc.kube.predicate import ResourceVersionChangedPredicate
 from gharc.kube.reconcile import Request, Result
 from gharc.kube.resources import EPHEMERAL_RUNNERS, PODS, SECRETS
@@ -64,6 +66,33 @@ CONFIGURATION_REQUEUE = 60.0
 
 #: Pod ``status.reason`` values that mean the pod is gone for good, whatever its phase.
 _DEAD_POD_REASONS = frozenset({"Evicted", "NodeLost", "UnexpectedAdmissionError", "Shutdown"})
+
+
+class Newborn:
+    """Uids of EphemeralRunners this process created and has not tried to register yet.
+
+    The EphemeralRunnerSet reconciler adds each runner it creates; the first registration
+    attempt takes it out (before calling GitHub, so a failed attempt falls back to the
+    reads that find a half-made registration). Bounded: a runner that is never reconciled
+    is forgotten after an hour.
+    """
+
+    def __init__(self) -> None:
+        self._uids: dict[str, float] = {}
+
+    def add(self, uid: str) -> None:
+        now = time.monotonic()
+        if len(self._uids) > 10_000:
+            self._uids = {k: t for k, t in self._uids.items() if now - t < 3600}
+        if uid:
+            self._uids[uid] = now
+
+    def take(self, uid: str) -> bool:
+        return self._uids.pop(uid, None) is not None
+
+
+NEWBORN = Newborn()
+"""Shared by the two reconcilers of this process (see :class:`Newborn`)."""
 
 
 class ManagerLike(Protocol):
@@ -203,6 +232,8 @@ class EphemeralRunnerReconciler:
         self.recorder = recorder
         self._cleaned: dict[str, float] = {}
         """EphemeralRunner UIDs whose pod and secret deletes were already sent."""
+        self._pods = Expectations()
+        """Pods we created (by EphemeralRunner uid) that the cache does not show yet."""
 
     async def reconcile(self, request: Request) -> Result | None:
         try:
@@ -223,12 +254,20 @@ class EphemeralRunnerReconciler:
             await self._ensure_finalizers(er)
             return None
 
+        pod_name = c.runner_pod_name(request.name)
         try:
-            pod: JSON | None = await self.cache.get(
-                PODS, c.runner_pod_name(request.name), namespace=request.namespace
-            )
+            pod: JSON | None = await self.cache.get(PODS, pod_name, namespace=request.namespace)
         except kerr.NotFound:
             pod = None
+        uid = str(rr.meta(er).get("uid") or "")
+        if pod is not None:
+            self._pods.observe(uid, {pod_name: str(rr.meta(pod).get("uid") or "")})
+        else:
+            wait = self._pods.pending_create(uid, pod_name)
+            if wait is not None:
+                # Our own create is on its way to the cache (the runnerId status write
+                # usually wakes us first); the pod's add event brings us back.
+                return Result(requeue_after=wait) if wait > 0 else Result(requeue=True)
         if pod is not None and rr.runner_id(er):
             # NB: the common case (a pod status change) needs no Secret read at all.
             return await self._follow_pod(er, pod)
@@ -245,16 +284,12 @@ class EphemeralRunnerReconciler:
             return Result(requeue=True)
         if rr.runner_id(er) != rid:
             # Status names the registration the secret holds: the one RemoveRunner removes.
-            er = await self.kube.patch_status(
-                EPHEMERAL_RUNNERS,
-                er,
-                {
-                    "status": {
-                        "runnerId": rid,
-                        "runnerName": data.get(rr.SECRET_KEY_RUNNER_NAME, ""),
-                    }
-                },
-            )
+            # A runner without a phase becomes Pending in the same write, so its pod's
+            # Pending phase costs no second status patch.
+            status: JSON = {"runnerId": rid, "runnerName": data.get(rr.SECRET_KEY_RUNNER_NAME, "")}
+            if pod is None and not rr.status_of(er).get("phase"):
+                status.update(phase=c.PHASE_PENDING, ready=False)
+            er = await self.kube.patch_status(EPHEMERAL_RUNNERS, er, {"status": status})
             fresh = True
 
         if pod is None:
@@ -268,19 +303,12 @@ class EphemeralRunnerReconciler:
         for name in (c.FINALIZER_EPHEMERAL_RUNNER, c.FINALIZER_EPHEMERAL_RUNNER_REGISTRATION):
             if name not in finalizers:
                 finalizers.append(name)
-        await self.kube.merge_patch(
-            EPHEMERAL_RUNNERS, er, {"metadata": {"finalizers": finalizers}}, optimistic_lock=True
-        )
+        await set_finalizers(self.kube, EPHEMERAL_RUNNERS, er, finalizers)
 
-    async def _drop_finalizer(self, er: JSON, name: str) -> JSON:
-        finalizers = [f for f in rr.meta(er).get("finalizers") or () if f != name]
+    async def _drop_finalizer(self, er: JSON, *names: str) -> JSON:
+        finalizers = [f for f in rr.meta(er).get("finalizers") or () if f not in names]
         try:
-            return await self.kube.merge_patch(
-                EPHEMERAL_RUNNERS,
-                er,
-                {"metadata": {"finalizers": finalizers}},
-                optimistic_lock=True,
-            )
+            return await set_finalizers(self.kube, EPHEMERAL_RUNNERS, er, finalizers)
         except kerr.NotFound:
             return er
 
@@ -342,6 +370,7 @@ class EphemeralRunnerReconciler:
         ns, name, uid = str(m["namespace"]), str(m["name"]), str(m.get("uid") or "")
         if uid and uid in self._cleaned:
             return
+        self._pods.forget(uid)
         await self.kube.delete(PODS, c.runner_pod_name(name), namespace=ns, missing_ok=True)
         await self.kube.delete(
             SECRETS, c.runner_jit_secret_name(name), namespace=ns, missing_ok=True
@@ -375,9 +404,14 @@ class EphemeralRunnerReconciler:
         names a registration lost its secret; that registration is removed first, so a
         runner never has two. The read replaces the one ``_create_pod`` would make, so the
         first registration costs no extra call.
+
+        A runner this process created and has not tried to register yet (:data:`NEWBORN`)
+        needs neither read: no registration, secret or done phase can exist for it.
         """
         m = rr.meta(er)
         name, ns = str(m["name"]), str(m["namespace"])
+        if NEWBORN.take(str(m.get("uid") or "")) and not rr.runner_id(er):
+            return await self._register(er)
         try:
             secret = await self.kube.get(SECRETS, c.runner_jit_secret_name(name), namespace=ns)
             return _JitSecret(er, secret)
@@ -401,6 +435,18 @@ class EphemeralRunnerReconciler:
             retired = await self._retire_registration(er, client)
             if retired is not None:
                 return _JitSecret(er, None, retired)
+        return await self._register(er, client)
+
+    async def _register(self, er: JSON, client: ActionsClient | None = None) -> _JitSecret:
+        """A JIT registration and its secret, for a runner known to have neither."""
+        m = rr.meta(er)
+        name, ns = str(m["name"]), str(m["namespace"])
+        if client is None:
+            try:
+                client = await self._client(er)
+            except ConfigurationError as err:
+                await emit(self.recorder, er, WARNING, err.reason, err.message)
+                return _JitSecret(er, None, Result(requeue_after=CONFIGURATION_REQUEUE))
         scale_set_id = rr.int_or(rr.spec_of(er).get("runnerScaleSetId"))
         try:
             jit = await client.generate_jit_runner_config(scale_set_id, name, rr.work_folder(er))
@@ -418,9 +464,9 @@ class EphemeralRunnerReconciler:
             created = await self.kube.create(SECRETS, secret)
         except kerr.AlreadyExists:
             return _JitSecret(er, None, Result(requeue=True))
-        await emit(
-            self.recorder, er, NORMAL, "RunnerRegistered", f"registered runner {jit.runner.id}"
-        )
+        # NB: routine steps are logged, not recorded as Events: three Event writes per
+        # runner were a tenth of the controller's calls, and nobody reads them.
+        log.info("%s/%s: registered runner %d", ns, name, jit.runner.id)
         return _JitSecret(er, created, fresh=True)
 
     async def _retire_registration(self, er: JSON, client: ActionsClient) -> Result | None:
@@ -508,7 +554,7 @@ class EphemeralRunnerReconciler:
                     return Result(requeue_after=wait)
         pod = rr.new_runner_pod(er, secret, self.options.user_agent)
         try:
-            await self.kube.create(PODS, pod)
+            made = await self.kube.create(PODS, pod)
         except kerr.AlreadyExists:
             return Result(requeue_after=ALREADY_EXISTS_REQUEUE)
         except kerr.Invalid as err:
@@ -536,9 +582,12 @@ class EphemeralRunnerReconciler:
                 er, c.REASON_INVALID_POD, f"Failed to create the pod: {err.message}"
             )
             return None
-        await emit(
-            self.recorder, er, NORMAL, "PodCreated", f"created runner pod {pod['metadata']['name']}"
+        self._pods.expect_create(
+            str(rr.meta(er).get("uid") or ""),
+            str(pod["metadata"]["name"]),
+            str(rr.meta(made).get("uid") or ""),
         )
+        log.debug("created runner pod %s/%s", pod["metadata"]["namespace"], pod["metadata"]["name"])
         return None
 
     async def _follow_pod(self, er: JSON, pod: JSON) -> Result | None:
@@ -595,11 +644,19 @@ class EphemeralRunnerReconciler:
     async def _succeeded(self, er: JSON) -> Result | None:
         """Exit 0: the runner finished its job and de-registered itself (B5: no RemoveRunner).
 
-        The registration finalizer goes first, so that whoever deletes the object next does
-        not call RemoveRunner for a registration that no longer exists.
+        Both finalizers go first, in one write: the registration one so that whoever
+        deletes the object next does not call RemoveRunner for a registration that no longer
+        exists, and the other because nothing is left to clean up at deletion (the pod and
+        secret are deleted right here), so the set's delete needs no second round trip.
+        The pod still exists until after the status write, so a crash in between resumes
+        here and never registers the runner again.
         """
-        if rr.has_finalizer(er, c.FINALIZER_EPHEMERAL_RUNNER_REGISTRATION):
-            er = await self._drop_finalizer(er, c.FINALIZER_EPHEMERAL_RUNNER_REGISTRATION)
+        if rr.has_finalizer(er, c.FINALIZER_EPHEMERAL_RUNNER_REGISTRATION) or rr.has_finalizer(
+            er, c.FINALIZER_EPHEMERAL_RUNNER
+        ):
+            er = await self._drop_finalizer(
+                er, c.FINALIZER_EPHEMERAL_RUNNER_REGISTRATION, c.FINALIZER_EPHEMERAL_RUNNER
+            )
         await self.kube.patch_status(
             EPHEMERAL_RUNNERS,
             er,
@@ -612,7 +669,9 @@ class EphemeralRunnerReconciler:
                 }
             },
         )
-        await emit(self.recorder, er, NORMAL, "RunnerSucceeded", "the runner completed")
+        log.info(
+            "%s/%s: the runner completed", rr.meta(er).get("namespace"), rr.meta(er).get("name")
+        )
         await self._cleanup_resources(er)
         return None
 

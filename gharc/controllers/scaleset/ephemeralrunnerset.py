@@ -20,12 +20,13 @@ EphemeralRunners. One step per reconcile, in this order (spec §9 with behaviour
 6. Status counts, patched only when they change (the listener patches this object too).
 
 Runners we created or deleted but the cache has not shown yet are remembered for a short
-while ("expectations", as Kubernetes' ReplicaSet controller does), so a reconcile served
-from a lagging cache does not create the same runners twice.
+while (:mod:`gharc.kube.expectations`, as Kubernetes' ReplicaSet controller does), so a
+reconcile served from a lagging cache does not create the same runners twice.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import Mapping
@@ -35,7 +36,7 @@ from typing import Any
 from gharc.api.scaleset import constants as c
 from gharc.controllers.scaleset import runnerresources as rr
 from gharc.controllers.scaleset.credentials import ClientResolver, ConfigurationError, GitHubTarget
-from gharc.controllers.scaleset.ephemeralrunner import ManagerLike, parse_time
+from gharc.controllers.scaleset.ephemeralrunner import NEWBORN, ManagerLike, parse_time
 from gharc.controllers.scaleset.events import NORMAL, WARNING, EventRecorder, emit
 from gharc.controllers.scaleset.metrics import ControllerMetrics
 from gharc.controllers.scaleset.options import ScaleSetOptions
@@ -46,6 +47,7 @@ from gharc.kube.builder import Builder
 from gharc.kube.cache import Cache
 from gharc.kube.client import KubeClient
 from gharc.kube.controller import Controller
+from gharc.kube.expectations import Expectations
 from gharc.kube.predicate import ResourceVersionChangedPredicate
 from gharc.kube.reconcile import Request, Result
 from gharc.kube.resources import EPHEMERAL_RUNNER_SETS, EPHEMERAL_RUNNERS, SECRETS
@@ -55,28 +57,17 @@ log = logging.getLogger(__name__)
 
 JSON = dict[str, Any]
 
-#: How long a create/delete we made is assumed to be on its way to the cache.
-EXPECTATION_TTL = 30.0
 #: A runner that has not registered within this long may be scaled down anyway (B5).
 REGISTRATION_TIMEOUT = 600.0
 #: While busy runners hold up a deletion or an Outdated cleanup, look again this often.
 BUSY_REQUEUE = 30.0
+#: Status counts are written at most this often per set (a phase change at once): each
+#: runner moves through four or five buckets, and one write per move was the controller's
+#: biggest call count. Nothing decides on these counts; they are for people and the ARS.
+STATUS_INTERVAL = 1.0
 
 
 # --- buckets -----------------------------------------------------------------------------
-
-
-@dataclass
-class Expectations:
-    """Names of runners created / deleted by us and not yet seen so by the cache."""
-
-    created: dict[str, float] = field(default_factory=dict)
-    deleted: dict[str, float] = field(default_factory=dict)
-
-    def expire(self, now: float) -> None:
-        for table in (self.created, self.deleted):
-            for name in [n for n, deadline in table.items() if deadline < now]:
-                del table[name]
 
 
 @dataclass
@@ -91,18 +82,21 @@ class Buckets:
     """Created by us, not yet in the cache."""
 
     @classmethod
-    def of(cls, runners: list[JSON], expect: Expectations) -> Buckets:
+    def of(cls, runners: list[JSON], expect: Expectations, owner: str = "") -> Buckets:
+        """Sort ``runners`` (the cache's) into buckets, settling ``owner``'s expectations."""
         b = cls()
-        seen = set()
+        present = {
+            str(rr.meta(er).get("name")): str(rr.meta(er).get("uid") or "") for er in runners
+        }
+        expect.observe(
+            owner,
+            present,
+            deleting=[str(rr.meta(er).get("name")) for er in runners if rr.is_deleting(er)],
+        )
+        going = expect.pending_deletes(owner)
         for er in sorted(runners, key=rr.creation_key):
             name = str(rr.meta(er).get("name"))
-            seen.add(name)
-            expect.created.pop(name, None)
-            if rr.is_deleting(er):
-                expect.deleted.pop(name, None)
-                b.deleting.append(er)
-                continue
-            if name in expect.deleted:
+            if rr.is_deleting(er) or name in going:
                 b.deleting.append(er)
                 continue
             phase = rr.runner_phase(er)
@@ -116,9 +110,7 @@ class Buckets:
                 b.outdated.append(er)
             else:
                 b.pending.append(er)
-        for name in [n for n in expect.deleted if n not in seen]:
-            del expect.deleted[name]
-        b.in_flight = len(expect.created)
+        b.in_flight = expect.pending_creates(owner)
         return b
 
     @property
@@ -172,8 +164,15 @@ class EphemeralRunnerSetReconciler:
         self.resolver = resolver
         self.metrics = metrics
         self.recorder = recorder
-        self._expectations: dict[str, Expectations] = {}
+        self._expectations = Expectations()
+        """EphemeralRunners created / deleted per set (by set uid), not yet in the cache."""
         self._uids: dict[Request, str] = {}
+        self._status_written: dict[str, float] = {}
+        """Set uid -> monotonic time of its last status count write."""
+        self._markers: dict[str, int | None] = {}
+        """Set uid -> the cleanup marker this process last wrote (B3). This reconciler is
+        the marker's only writer, so once it wrote one it knows the value without the
+        uncached read a lagging cache would otherwise need."""
 
     async def reconcile(self, request: Request) -> Result | None:
         try:
@@ -181,21 +180,22 @@ class EphemeralRunnerSetReconciler:
                 EPHEMERAL_RUNNER_SETS, request.name, namespace=request.namespace, copy=True
             )
         except kerr.NotFound:
-            self._expectations.pop(self._uids.pop(request, ""), None)
+            gone = self._uids.pop(request, "")
+            self._expectations.forget(gone)
+            self._status_written.pop(gone, None)
+            self._markers.pop(gone, None)
             return None
         uid = str(rr.meta(ers).get("uid"))
         self._uids[request] = uid
-        expect = self._expectations.setdefault(uid, Expectations())
-        expect.expire(time.monotonic())
         runners = await self.cache.list(
             EPHEMERAL_RUNNERS, namespace=request.namespace, index=(BY_CONTROLLER_UID, uid)
         )
-        b = Buckets.of(runners, expect)
+        b = Buckets.of(runners, self._expectations, uid)
 
         if rr.is_deleting(ers):
             result = await self._finalize(ers, b)
             if result is None:
-                self._expectations.pop(uid, None)
+                self._expectations.forget(uid)
             return result
         if not rr.has_finalizer(ers, c.FINALIZER_EPHEMERAL_RUNNER_SET):
             finalizers = [*(rr.meta(ers).get("finalizers") or ()), c.FINALIZER_EPHEMERAL_RUNNER_SET]
@@ -224,8 +224,7 @@ class EphemeralRunnerSetReconciler:
         if b.finished:
             return await self._clean_finished(ers, b)
         result = await self._scale(ers, b)
-        await self._update_status(ers, b)
-        return result
+        return result or await self._update_status(ers, b)
 
     # -- deletion ------------------------------------------------------------------------
 
@@ -314,6 +313,7 @@ class EphemeralRunnerSetReconciler:
             {"status": {"appliedActionableRevision": target, "finishedRunnerCleanupPatchID": None}},
             optimistic_lock=True,
         )
+        self._markers[str(rr.meta(ers).get("uid"))] = None
         await emit(
             self.recorder,
             ers,
@@ -333,17 +333,42 @@ class EphemeralRunnerSetReconciler:
         The optimistic lock ties the marker to the ``spec.patchID`` we read.
         """
         patch_id = rr.int_or(rr.spec_of(ers).get("patchID"))
-        if rr.status_of(ers).get("finishedRunnerCleanupPatchID") != patch_id:
+        uid = str(rr.meta(ers).get("uid"))
+        known = self._markers.get(uid, rr.status_of(ers).get("finishedRunnerCleanupPatchID"))
+        if known != patch_id:
+            await self._write_marker(ers, patch_id)
+            self._markers[uid] = patch_id
+        for er in b.finished:
+            await self._delete_runner(ers, er)
+        log.info("deleted %d finished runner(s) for patch %d", len(b.finished), patch_id)
+        return None
+
+    async def _write_marker(self, ers: JSON, patch_id: int) -> None:
+        """Record the cleanup marker, provided ``spec.patchID`` is still ``patch_id``.
+
+        The marker only depends on the patch ID it was computed from, so that is what the
+        write is conditioned on (a JSON patch ``test``), not the whole resourceVersion:
+        the listener's spec patches and our own count writes change the resourceVersion
+        several times a second, and each made the locked write fail with 409 and redo the
+        reconcile. A changed patch ID still fails it (reported as Conflict: retried).
+        """
+        spec, status = rr.spec_of(ers), ers.get("status")
+        if "patchID" not in spec or not isinstance(status, dict):
             await self.kube.patch_status(
                 EPHEMERAL_RUNNER_SETS,
                 ers,
                 {"status": {"finishedRunnerCleanupPatchID": patch_id}},
                 optimistic_lock=True,
             )
-        for er in b.finished:
-            await self._delete_runner(ers, er)
-        log.info("deleted %d finished runner(s) for patch %d", len(b.finished), patch_id)
-        return None
+            return
+        ops = [
+            {"op": "test", "path": "/spec/patchID", "value": spec["patchID"]},
+            {"op": "add", "path": "/status/finishedRunnerCleanupPatchID", "value": patch_id},
+        ]
+        try:
+            await self.kube.json_patch(EPHEMERAL_RUNNER_SETS, ers, ops, subresource="status")
+        except kerr.Invalid as err:
+            raise kerr.Conflict(err.message, reason="Conflict", body=err.body) from err
 
     # -- scaling -------------------------------------------------------------------------
 
@@ -353,16 +378,26 @@ class EphemeralRunnerSetReconciler:
         patch_id = rr.int_or(spec.get("patchID"))
         total = b.scale_up_total()
         if total < replicas:
-            fresh = await self.kube.get(
-                EPHEMERAL_RUNNER_SETS, rr.meta(ers)["name"], namespace=rr.meta(ers)["namespace"]
-            )
-            fspec = rr.spec_of(fresh)
-            if (
-                rr.int_or(fspec.get("patchID")) != patch_id
-                or rr.int_or(fspec.get("replicas")) != replicas
-            ):
-                return None  # the cache is behind; the newer spec's event is on its way
-            marker = rr.status_of(fresh).get("finishedRunnerCleanupPatchID")
+            uid = str(rr.meta(ers).get("uid"))
+            if uid in self._markers:
+                marker = self._markers[uid]
+            else:
+                # NB: uncached (B3): the cache may not show the marker a previous run of
+                # this controller wrote moments ago. Read once per set; after that this
+                # process knows every marker it writes.
+                fresh = await self.kube.get(
+                    EPHEMERAL_RUNNER_SETS,
+                    rr.meta(ers)["name"],
+                    namespace=rr.meta(ers)["namespace"],
+                )
+                fspec = rr.spec_of(fresh)
+                if (
+                    rr.int_or(fspec.get("patchID")) != patch_id
+                    or rr.int_or(fspec.get("replicas")) != replicas
+                ):
+                    return None  # the cache is behind; the newer spec's event is on its way
+                marker = rr.status_of(fresh).get("finishedRunnerCleanupPatchID")
+                self._markers[uid] = marker
             if patch_id > 0 and marker is not None and rr.int_or(marker) == patch_id:
                 log.info(
                     "scale up to %d suppressed: patch %d is the one finished runners were "
@@ -377,15 +412,22 @@ class EphemeralRunnerSetReconciler:
         return None
 
     async def _create_runners(self, ers: JSON, count: int) -> None:
-        expect = self._expectations.setdefault(str(rr.meta(ers)["uid"]), Expectations())
-        errors: list[Exception] = []
-        for _ in range(count):
+        """Create ``count`` runners at once: the client's rate limit paces them, and a
+        burst of 400 no longer waits for 400 round trips one after the other."""
+        owner = str(rr.meta(ers)["uid"])
+
+        async def one() -> Exception | None:
             try:
                 created = await self.kube.create(EPHEMERAL_RUNNERS, rr.new_ephemeral_runner(ers))
             except kerr.ApiError as err:
-                errors.append(err)
-                continue
-            expect.created[str(rr.meta(created)["name"])] = time.monotonic() + EXPECTATION_TTL
+                return err
+            meta = rr.meta(created)
+            self._expectations.expect_create(owner, str(meta["name"]), str(meta.get("uid") or ""))
+            NEWBORN.add(str(meta.get("uid") or ""))
+            return None
+
+        results = await asyncio.gather(*(one() for _ in range(count)))
+        errors = [err for err in results if err is not None]
         log.info("created %d EphemeralRunner(s)", count - len(errors))
         if errors:
             raise errors[0]
@@ -451,8 +493,7 @@ class EphemeralRunnerSetReconciler:
         await self.kube.delete(
             EPHEMERAL_RUNNERS, name, namespace=rr.meta(er)["namespace"], missing_ok=True
         )
-        expect = self._expectations.setdefault(str(rr.meta(ers)["uid"]), Expectations())
-        expect.deleted[name] = time.monotonic() + EXPECTATION_TTL
+        self._expectations.expect_delete(str(rr.meta(ers)["uid"]), name)
 
     # -- proxy secret ----------------------------------------------------------------------
 
@@ -491,7 +532,9 @@ class EphemeralRunnerSetReconciler:
 
     # -- status and metrics ----------------------------------------------------------------
 
-    async def _update_status(self, ers: JSON, b: Buckets) -> None:
+    async def _update_status(self, ers: JSON, b: Buckets) -> Result | None:
+        """Write the counts when they changed, at most every STATUS_INTERVAL (the phase at
+        once); a write held back is made by the requeue this returns."""
         status = rr.status_of(ers)
         phase = c.PHASE_OUTDATED if b.outdated else (status.get("phase") or c.PHASE_RUNNING)
         desired = {
@@ -504,11 +547,17 @@ class EphemeralRunnerSetReconciler:
             "phase": phase,
         }
         if all(status.get(k) == v for k, v in desired.items()):
-            return
+            return None
+        uid = str(rr.meta(ers).get("uid"))
+        since = time.monotonic() - self._status_written.get(uid, float("-inf"))
+        if since < STATUS_INTERVAL and status.get("phase") == phase:
+            return Result(requeue_after=STATUS_INTERVAL - since)
         try:
             await self.kube.patch_status(EPHEMERAL_RUNNER_SETS, ers, {"status": desired})
         except kerr.NotFound:
-            pass
+            return None
+        self._status_written[uid] = time.monotonic()
+        return None
 
     def _publish_metrics(self, ers: JSON, b: Buckets) -> None:
         if self.metrics is None:

@@ -7,8 +7,9 @@ from typing import Any
 from gharc.api.scaleset import constants as c
 from gharc.controllers.scaleset import runnerresources as rr
 from gharc.controllers.scaleset.ephemeralrunner import judge_pod, pod_ready
-from gharc.controllers.scaleset.ephemeralrunnerset import Buckets, Expectations
+from gharc.controllers.scaleset.ephemeralrunnerset import Buckets
 from gharc.controllers.scaleset.labels import filter_and_merge_labels, merge_annotations
+from gharc.kube.expectations import Expectations
 
 ERS: dict[str, Any] = {
     "apiVersion": c.API_VERSION,
@@ -166,7 +167,8 @@ def _er(name: str, phase: str = "", *, deleting: bool = False, reason: str = "")
 
 
 def test_buckets_count_deleting_for_scale_up_and_not_failed() -> None:
-    expect = Expectations(created={"new": 1e18})
+    expect = Expectations()
+    expect.expect_create("set", "new")
     runners = [
         _er("p"),
         _er("r", c.PHASE_RUNNING),
@@ -175,11 +177,11 @@ def test_buckets_count_deleting_for_scale_up_and_not_failed() -> None:
         _er("s", c.PHASE_SUCCEEDED),
         _er("d", deleting=True),
     ]
-    b = Buckets.of(runners, expect)
+    b = Buckets.of(runners, expect, "set")
     # pending + running + deleting + invalid-template failures + the one not yet cached
     assert b.scale_up_total() == 5
     assert b.scale_down_total() == 2
     assert [r["metadata"]["name"] for r in b.finished] == ["s"]
     # once the cache shows the created runner it is no longer counted twice
-    b = Buckets.of([*runners, _er("new")], expect)
-    assert b.scale_up_total() == 5 and not expect.created
+    b = Buckets.of([*runners, _er("new")], expect, "set")
+    assert b.scale_up_total() == 5 and not expect.pending_creates("set")
