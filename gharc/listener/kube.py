@@ -63,16 +63,6 @@ class SessionRecord(Protocol):
 
     async def recorded_session(self) -> str | None: ...
 
-    async def current_patch_id(self) -> int | None:
-        """``spec.patchID`` of the EphemeralRunnerSet now (a predecessor's last patch)."""
-        obj = await self._call(
-            "EphemeralRunnerSet",
-            self.runner_set_name,
-            self.kube.get(EPHEMERAL_RUNNER_SETS, self.runner_set_name, namespace=self.namespace),
-        )
-        value = (obj.get("spec") or {}).get("patchID")
-        return value if isinstance(value, int) and not isinstance(value, bool) else None
-
     async def record_session(self, session_id: str | None) -> None: ...
 
 
@@ -166,6 +156,16 @@ class KubePatcher:
         )
         annotations = (obj.get("metadata") or {}).get("annotations") or {}
         return annotations.get(ANNOTATION_MESSAGE_SESSION_ID) or None
+
+    async def current_patch_id(self) -> int | None:
+        """``spec.patchID`` of the EphemeralRunnerSet now (a predecessor's last patch)."""
+        obj = await self._call(
+            "EphemeralRunnerSet",
+            self.runner_set_name,
+            self.kube.get(EPHEMERAL_RUNNER_SETS, self.runner_set_name, namespace=self.namespace),
+        )
+        value = (obj.get("spec") or {}).get("patchID")
+        return value if isinstance(value, int) and not isinstance(value, bool) else None
 
     async def record_session(self, session_id: str | None) -> None:
         body = {"metadata": {"annotations": {ANNOTATION_MESSAGE_SESSION_ID: session_id}}}

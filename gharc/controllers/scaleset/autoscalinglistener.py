@@ -230,9 +230,11 @@ class AutoscalingListenerReconciler:
         if host.ensure(key, runner_set, ih.fingerprint(config), resolve):
             log.info("listener %s/%s started in process", *key)
         state = host.status(key)
-        if state is None:
-            return None
-        return await self._mirror_hosted_status(listener, state)
+        if state is not None:
+            await self._mirror_hosted_status(listener, state)
+        # Secrets are not watched (a cache of every Secret would cost memory and RBAC):
+        # looking again every resync period bounds how long a rotated token waits.
+        return Result(requeue_after=self.options.listener_resync_seconds)
 
     async def _has_pod_mode_objects(self, listener: JSON) -> bool:
         meta = listener["metadata"]
@@ -264,9 +266,7 @@ class AutoscalingListenerReconciler:
         ca = await self.resolver.ca_bundle(target)
         return lr.listener_config(listener, secret_data, self.options, server_root_ca=ca)
 
-    async def _mirror_hosted_status(
-        self, listener: JSON, state: HostedListenerStatus
-    ) -> Result | None:
+    async def _mirror_hosted_status(self, listener: JSON, state: HostedListenerStatus) -> None:
         self._set_gauge(listener, 1 if state.phase == PHASE_RUNNING else 0)
         status = listener.get("status") or {}
         patch: JSON = {
@@ -282,7 +282,6 @@ class AutoscalingListenerReconciler:
         if state.failures > int(status.get("failures") or 0) and state.phase == PHASE_BACKOFF:
             await emit(self.recorder, listener, WARNING, "ListenerBackOff", state.message)
         await self._patch_status(listener, patch)
-        return None
 
     # -- owned objects -----------------------------------------------------------------
     async def _ensure_service_account(self, listener: JSON) -> None:

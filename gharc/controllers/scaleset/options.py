@@ -44,6 +44,10 @@ class ScaleSetOptions:
     """``--listener-mode``: ``InProcess`` runs every scale set's listener as a task of the
     elected controller (shared memory, standby takeover, no pod in the controller's namespace
     for a tenant to shape); ``Pod`` runs one listener pod per scale set, as ARC does."""
+    listener_resync_seconds: float = 60.0
+    """In-process listeners: how often the GitHub Secret is looked at again, so a token or
+    App key rotated inside the same Secret is used within this time plus the Secret cache's
+    30 s (no-job-stranded / G19), with nothing deleted or restarted by hand."""
     allow_unrestricted_listener_template: bool = False
     """``--allow-unrestricted-listener-template``: merge any ``listenerTemplate`` as ARC
     does (extra containers, volumes, host namespaces...). Only for single-tenant clusters:

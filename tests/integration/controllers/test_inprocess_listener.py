@@ -95,3 +95,45 @@ async def test_credential_outage_keeps_the_session_and_recovers_on_a_rotated_tok
 
         await eventually(scaled, timeout=30, message="the job's runner requested")
         assert (await w.kube.list(EPHEMERAL_RUNNER_SETS, namespace=namespace))
+
+
+async def test_a_token_rotated_in_the_secret_is_picked_up_before_the_old_one_dies(
+    kubeconfig: str, namespace: str
+) -> None:
+    """Secret rotation (G19) within a bounded time, with nothing deleted or restarted."""
+    async with running_world(
+        kubeconfig,
+        namespace,
+        listener_mode="InProcess",
+        listener_resync_seconds=1.0,
+        listener_failure_backoff=(1.0, 2.0),
+    ) as w:
+        ars = await w.create_ars(maxRunners=3)
+
+        async def running() -> dict[str, Any] | None:
+            status = await _status(w, ars)
+            return status if status.get("phase") == "Running" and status.get("sessionId") else None
+
+        first = await eventually(running, timeout=30, message="in-process listener running")
+        token = w.gh.state.create_pat()
+        secret = await w.kube.get(SECRETS, SECRET_NAME, namespace=namespace)
+        await w.kube.merge_patch(SECRETS, secret, {"stringData": {"github_token": token}})
+
+        async def new_token_used() -> bool:
+            return w.gh.state.pats[token].bucket.used > 0
+
+        # The Secret cache (30 s) plus one resync period.
+        await eventually(new_token_used, timeout=60, message="the rotated token in use")
+        w.gh.state.revoke_token(w.gh.token)
+        for kind in ("registration", "admin", "queue"):
+            w.gh.state.expire(kind)
+        w.gh.enqueue_job(DEFAULT_REPO, [ars["metadata"]["name"]])
+
+        async def scaled() -> bool:
+            ers = await w.ers(ars["metadata"]["name"])
+            return bool(ers and (ers.get("spec") or {}).get("replicas") == 1)
+
+        await eventually(scaled, timeout=30, message="the job's runner requested")
+        status = await _status(w, ars)
+        assert status.get("phase") == "Running" and not status.get("failures")
+        assert status["sessionId"] == first["sessionId"]
