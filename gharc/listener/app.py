@@ -284,6 +284,8 @@ class Listener:
             if msg is None:
                 # Nothing new: re-evaluate anyway, so a shortfall (a failed runner, a lost
                 # patch) is re-requested every cycle, not only when a job arrives.
+                if self.handler.statistics_unconfirmed:
+                    await self._refresh_statistics("the queue went quiet")
                 await self.publish()
                 continue
             try:
@@ -314,9 +316,36 @@ class Listener:
             if self.on_message is not None:
                 self.on_message()
             log.debug("message %d: %s", msg.message_id, result)
+            if result.statistics_behind:
+                await self._refresh_statistics(f"message {msg.message_id} is ahead of its counts")
             if result.available or result.assigned:
                 self.capacity.note_demand(asyncio.get_running_loop().time())
             await self.publish()
+
+    async def _refresh_statistics(self, why: str) -> None:
+        """Read the statistics fresh: a message's can lag the jobs in its body (ARC #3420).
+
+        Without this, the last batch of a burst can leave the count short of its assigned
+        jobs for good: no message follows to correct it, and a 202 carries no statistics.
+        One call, only after job activity; a failure keeps the counts already known.
+        """
+        log.info("reading statistics fresh: %s", why)
+        try:
+            rss = await self._retry(
+                "refresh statistics",
+                lambda: self.api.get_runner_scale_set_by_id(self.cfg.runner_scale_set_id),
+            )
+        except Stopped:
+            raise
+        except Exception as err:
+            if is_fatal(err):
+                raise
+            log.warning("statistics not refreshed (%s); keeping the last known ones", err)
+            return
+        if rss is not None and rss.statistics is not None:
+            self.handler.record_statistics(rss.statistics)
+            self.handler.statistics_unconfirmed = False
+        self.scaler.mark_dirty()
 
     async def _drop(self, message_id: int, err: Exception) -> None:
         """Log, count and delete a message that cannot be handled; polling goes on."""

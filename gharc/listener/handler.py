@@ -58,6 +58,8 @@ class BatchResult:
     completed: Counter[str] = field(default_factory=Counter)
     runner_patches: int = 0
     runners_missing: int = 0
+    statistics_behind: bool = False
+    """The body holds more assigned jobs than the message's statistics count (ARC #3420)."""
 
 
 class MessageHandler:
@@ -80,6 +82,9 @@ class MessageHandler:
         self.completed_by_result: Counter[str] = Counter()
         self.acquired_total = 0
         self.started_total = 0
+        self.statistics_unconfirmed = False
+        """Job messages arrived since statistics were last read fresh: a message's own may
+        lag its body, so the loop re-reads them once the queue goes quiet."""
         self.dropped: Counter[str] = Counter()
         """Messages given up on, by reason (``gharc_listener_messages_dropped_total``)."""
 
@@ -101,6 +106,9 @@ class MessageHandler:
             return result
         if msg.skipped_jobs:
             self.count_dropped("job", msg.skipped_jobs)
+        if msg.jobs:
+            self.statistics_unconfirmed = True
+            result.statistics_behind = _ahead_of_statistics(msg)
         if msg.message_type and msg.message_type != "RunnerScaleSetJobMessages":
             log.info("message %d of type %r ignored", msg.message_id, msg.message_type)
         available = [j for j in msg.jobs if isinstance(j, JobAvailable)]
@@ -179,3 +187,15 @@ class MessageHandler:
             # The runner may already be cleaned up (a fast job); nothing to annotate.
             result.runners_missing += 1
             log.info("EphemeralRunner %s not found; job info not recorded", job.runner_name)
+
+
+def _ahead_of_statistics(msg: RunnerScaleSetMessage) -> bool:
+    """True when the batch assigns more jobs (not completed in it) than its statistics count.
+
+    Jobs are told apart by ``jobId``: ``runnerRequestId`` is 0 outside JobAvailable.
+    """
+    if msg.statistics is None:
+        return False
+    assigned = {j.job_id or j.runner_request_id for j in msg.jobs if isinstance(j, JobAssigned)}
+    done = {j.job_id or j.runner_request_id for j in msg.jobs if isinstance(j, JobCompleted)}
+    return len(assigned - done) > msg.statistics.total_assigned_jobs

@@ -199,7 +199,7 @@ async def get_message(request: web.Request) -> web.Response:
             "messageId": message_id,
             "messageType": "RunnerScaleSetJobMessages",
             "body": body,
-            "statistics": state.statistics(ss),
+            "statistics": state.message_statistics(ss),
         }
     )
 

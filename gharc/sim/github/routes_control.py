@@ -12,7 +12,8 @@ Faults: ``POST /_fake/faults`` ``{"kind", "route", "method", "status", "count", 
 ``POST /_fake/ratelimit`` ``{"token"?, "resetIn"}``, ``POST /_fake/revoke`` ``{"token"}``,
 ``POST /_fake/expire`` ``{"kind"}``, ``DELETE /_fake/scalesets/{id}``.
 Calls: ``GET /_fake/calls`` and ``DELETE /_fake/calls``. Settings: ``POST /_fake/config``
-``{"pollTimeout", "runnerPollTimeout", "restMaxAge", "sessionIdleTimeout"}``.
+``{"pollTimeout", "runnerPollTimeout", "restMaxAge", "sessionIdleTimeout", "runnerLostTimeout",
+"queueUrlQuery", "reassignTimes", "laggingStatistics", "skipAcquire", "zeroRequestIds"}``.
 """
 
 from __future__ import annotations
@@ -254,6 +255,13 @@ async def config(request: web.Request) -> web.Response:
         if "runnerLostTimeout" in body:
             v = body["runnerLostTimeout"]
             state.runner_lost_timeout = None if v is None else float(v)
+        if "queueUrlQuery" in body:
+            state.queue_url_query = str(body["queueUrlQuery"] or "")
+        if "reassignTimes" in body:
+            state.reassign_times = max(0, int(body["reassignTimes"]))
+        for key, attr in _SWITCHES.items():
+            if key in body:
+                setattr(state, attr, bool(body[key]))
     except (TypeError, ValueError):
         raise StateError(422, "config values must be numbers") from None
     return web.json_response(
@@ -263,8 +271,19 @@ async def config(request: web.Request) -> web.Response:
             "restMaxAge": state.rest_max_age,
             "sessionIdleTimeout": state.session_idle_timeout,
             "runnerLostTimeout": state.runner_lost_timeout,
+            "queueUrlQuery": state.queue_url_query,
+            "reassignTimes": state.reassign_times,
+            **{key: getattr(state, attr) for key, attr in _SWITCHES.items()},
         }
     )
+
+
+#: Service quirks switched on and off by ``POST /_fake/config`` (see ``FakeGitHubState``).
+_SWITCHES = {
+    "laggingStatistics": "lagging_statistics",
+    "skipAcquire": "skip_acquire",
+    "zeroRequestIds": "zero_request_ids",
+}
 
 
 def add_routes(app: web.Application) -> None:

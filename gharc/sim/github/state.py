@@ -24,9 +24,12 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qsl
 
+from gharc.api.scaleset.scalesetname import scale_set_name_problem
 from gharc.sim.github.signal import Signal
 
 ZERO_TIME = "0001-01-01T00:00:00Z"
+#: An outbox entry that ends the message being packed (see ``FakeGitHubState.next_message``).
+BATCH_END: dict[str, Any] = {}
 SELF_HOSTED = "self-hosted"
 
 
@@ -47,6 +50,12 @@ class StateError(Exception):
         self.status = status
         self.message = message
         self.type_key = type_key
+
+
+def _check_scale_set_name(name: str) -> None:
+    problem = scale_set_name_problem(name)
+    if problem is not None:
+        raise StateError(400, f"The runner scale set name {problem}.", "ArgumentException")
 
 
 @dataclass
@@ -110,6 +119,7 @@ class ScaleSet:
     outbox: list[dict[str, Any]] = field(default_factory=list)
     messages: list[tuple[int, str]] = field(default_factory=list)  # (id, body) not yet acked
     signal: Signal = field(default_factory=Signal)
+    delivered_statistics: dict[str, int] | None = None  # for ``lagging_statistics``
 
 
 @dataclass
@@ -226,6 +236,19 @@ class FakeGitHubState:
         #: A query string the session's ``messageQueueUrl`` carries (e.g. ``"rid=1"``);
         #: queue calls without it are refused (see :meth:`check_queue_query`).
         self.queue_url_query = ""
+        # Behaviours of the real service that listeners must survive (off by default; see
+        # actions-service-api.md section 9 and docs/sim-github.md "Service quirks"):
+        #: Each job is reassigned this many times before it stays assigned: JobAssigned,
+        #: then JobCompleted ``canceled``, each in a message of its own (GitHub: up to 3).
+        self.reassign_times = 0
+        #: A message carries the statistics of the delivery before it, not its own (ARC
+        #: #3420): a batch's body can be ahead of its counts.
+        self.lagging_statistics = False
+        #: github.com's flow: a job is assigned straight to the first matching scale set
+        #: (JobAssigned only), without JobAvailable or an acquire call.
+        self.skip_acquire = False
+        #: ``runnerRequestId`` is 0 in every job message but JobAvailable (since mid-2025).
+        self.zero_request_ids = False
         self.jwt_secret = secrets.token_hex(32)
         self.enterprises: dict[str, set[str]] = {}
         self.orgs: dict[str, str | None] = {}  # org -> enterprise
@@ -521,6 +544,7 @@ class FakeGitHubState:
         name = body.get("name")
         if not isinstance(name, str) or not name:
             raise StateError(400, "The runner scale set name is required.", "ArgumentException")
+        _check_scale_set_name(name)
         group_id = body.get("runnerGroupId") or 1
         if not isinstance(group_id, int) or group_id not in tenant.runner_groups:
             raise StateError(
@@ -569,6 +593,7 @@ class FakeGitHubState:
     def update_scale_set(self, tenant: Tenant, scale_set_id: int, body: dict[str, Any]) -> ScaleSet:
         ss = self.scale_set(tenant, scale_set_id)
         if body.get("name"):
+            _check_scale_set_name(str(body["name"]))
             ss.name = str(body["name"])
         if body.get("runnerGroupId"):
             gid = body["runnerGroupId"]
@@ -752,12 +777,29 @@ class FakeGitHubState:
         self.changed.fire()
 
     def next_message(self, ss: ScaleSet, last_message_id: int) -> tuple[int, str] | None:
-        """The oldest unacknowledged message, packing the outbox into one if needed."""
+        """The oldest unacknowledged message, packing the outbox into one if needed.
+
+        A batch ends at ``message_batch`` job messages or at a :data:`BATCH_END` marker.
+        """
         ss.messages = [m for m in ss.messages if m[0] > last_message_id]
-        if not ss.messages and ss.outbox:
-            batch, ss.outbox = ss.outbox[: self.message_batch], ss.outbox[self.message_batch :]
-            ss.messages.append((self.next_id("message"), json.dumps(batch)))
+        while not ss.messages and ss.outbox:
+            end = ss.outbox.index(BATCH_END) if BATCH_END in ss.outbox else len(ss.outbox)
+            take = min(end, self.message_batch)
+            batch = ss.outbox[:take]
+            ss.outbox = ss.outbox[take + 1 if take == end else take :]
+            if batch:
+                ss.messages.append((self.next_id("message"), json.dumps(batch)))
         return ss.messages[0] if ss.messages else None
+
+    def message_statistics(self, ss: ScaleSet) -> dict[str, int]:
+        """The statistics a delivered message carries: current ones, or with
+        ``lagging_statistics`` those of the delivery before (zeros for the first)."""
+        current = self.statistics(ss)
+        if not self.lagging_statistics:
+            return current
+        lagged = ss.delivered_statistics or {k: 0 for k in current}
+        ss.delivered_statistics = current
+        return lagged
 
     def delete_message(self, ss: ScaleSet, message_id: int) -> None:
         before = len(ss.messages)
@@ -766,9 +808,10 @@ class FakeGitHubState:
             raise StateError(404, f"Message {message_id} not found.", "MessageNotFoundException")
 
     def job_message(self, job: Job, kind: str) -> dict[str, Any]:
+        zero_id = self.zero_request_ids and kind != "JobAvailable"
         msg: dict[str, Any] = {
             "messageType": kind,
-            "runnerRequestId": job.request_id,
+            "runnerRequestId": 0 if zero_id else job.request_id,
             "repositoryName": job.repo,
             "ownerName": job.owner,
             "jobId": job.job_id,
@@ -810,6 +853,12 @@ class FakeGitHubState:
         ):
             return
         job.offered_to.add(ss.id)
+        if self.skip_acquire:
+            # github.com: the service picks the scale set itself; nothing to acquire.
+            job.status, job.scale_set_id = "acquired", ss.id
+            job.scale_set_assign_time = self.now()
+            self._assign(job)
+            return
         self._emit(ss.id, self.job_message(job, "JobAvailable"))
 
     def _offer_queued_jobs(self, ss: ScaleSet) -> None:
@@ -880,9 +929,15 @@ class FakeGitHubState:
         return acquired
 
     def _assign(self, job: Job) -> None:
-        """The service assigns an acquired job to its scale set at once."""
+        """The service assigns an acquired job to its scale set at once (after
+        ``reassign_times`` reassignments, each announced in a message of its own)."""
         job.status = "assigned"
         assert job.scale_set_id is not None
+        for _ in range(self.reassign_times):
+            canceled = {**self.job_message(job, "JobCompleted"), "result": "canceled"}
+            for event in (self.job_message(job, "JobAssigned"), canceled):
+                self._emit(job.scale_set_id, event)
+                self._emit(job.scale_set_id, BATCH_END)
         self._emit(job.scale_set_id, self.job_message(job, "JobAssigned"))
         for r in self.runners.values():
             if r.scale_set_id == job.scale_set_id:
@@ -1213,7 +1268,7 @@ class FakeGitHubState:
             "labels": ss.labels,
             "session": s.id if s else None,
             "statistics": self.statistics(ss),
-            "pendingMessages": len(ss.outbox) + len(ss.messages),
+            "pendingMessages": sum(1 for m in ss.outbox if m) + len(ss.messages),
         }
 
     def session_summary(self, s: Session) -> dict[str, Any]:

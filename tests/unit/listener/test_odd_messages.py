@@ -21,7 +21,7 @@ from listener_fakes import FakeActions, FakePatcher, config, job
 from prometheus_client import CollectorRegistry
 
 from gharc.github.errors import ServerError
-from gharc.github.models import RunnerScaleSetMessage
+from gharc.github.models import RunnerScaleSet, RunnerScaleSetMessage
 from gharc.listener.app import Listener
 from gharc.listener.kube import KubePatchError
 from gharc.listener.metrics import ListenerMetrics
@@ -201,3 +201,40 @@ async def test_transient_failures_still_redeliver_the_message() -> None:
 )
 def test_is_transient(err: BaseException, transient: bool) -> None:
     assert is_transient(err) is transient
+
+
+class LaggingQueue(WireQueue):
+    """Statistics in messages lag their bodies (ARC #3420); a fresh read is current."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fresh_assigned = 0
+        self.fresh_reads = 0
+
+    async def get_runner_scale_set_by_id(self, scale_set_id: int) -> RunnerScaleSet | None:
+        self.fresh_reads += 1
+        return RunnerScaleSet.model_validate(
+            {"id": scale_set_id, "statistics": {"totalAssignedJobs": self.fresh_assigned}}
+        )
+
+
+async def test_statistics_behind_the_body_are_read_fresh_at_once() -> None:
+    api, patcher = LaggingQueue(), FakePatcher()
+    listener = Listener(config(), api, patcher)
+    api.fresh_assigned = 2
+    api.put(wire(1, [job("JobAssigned", 1), job("JobAssigned", 2)], assigned=0))
+    async with running(listener):
+        await until(lambda: any(r == 2 for r, _ in patcher.replicas), timeout=5)
+    assert api.fresh_reads >= 1
+
+
+async def test_statistics_are_confirmed_once_the_queue_goes_quiet() -> None:
+    # The body does not contradict its counts (one assigned, one counted), but the counts
+    # are a delivery behind: the second job was assigned too. No later message says so.
+    api, patcher = LaggingQueue(), FakePatcher()
+    listener = Listener(config(), api, patcher)
+    api.fresh_assigned = 2
+    api.put(wire(1, [job("JobAssigned", 2)], assigned=1))
+    async with running(listener):
+        await until(lambda: any(r == 2 for r, _ in patcher.replicas), timeout=120)
+    assert api.fresh_reads == 1

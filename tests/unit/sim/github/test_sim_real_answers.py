@@ -7,6 +7,7 @@ quoted in its public issues, as summarised in actions-service-api.md section 9.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from sim_helpers import Raw
@@ -100,3 +101,108 @@ async def test_removing_a_runner_that_finished_its_job_is_204(
     never = await raw.svc("DELETE", "_apis/distributedtask/pools/0/agents/99999")
     assert never.status_code == 404
     _named(never.json(), "AgentNotFoundException")
+
+
+# ---- service quirks (switches, off by default) ----------------------------------------------
+
+
+async def _drain(raw: Raw, s: dict[str, Any], last: int = 0) -> tuple[list[dict[str, Any]], int]:
+    """Every message until a 202: (their bodies' job messages with statistics, last id)."""
+    seen: list[dict[str, Any]] = []
+    while True:
+        r = await raw.poll(s, last)
+        if r.status_code == 202:
+            return seen, last
+        msg = r.json()
+        for j in json.loads(msg["body"]):
+            seen.append({**j, "_stats": msg["statistics"], "_message": msg["messageId"]})
+        last = msg["messageId"]
+
+
+async def test_reassignment_is_assigned_then_canceled_each_time(
+    raw: Raw, gh: FakeGitHubServer
+) -> None:
+    # Real listener logs in ARC's issues: the service may reassign a job it offered,
+    # JobAssigned then JobCompleted "canceled", up to 3 times (actions-service-api.md §9).
+    gh.state.reassign_times = 2
+    ss = await raw.scale_set()
+    s = await raw.session(ss["id"])
+    job = gh.enqueue_job(DEFAULT_REPO, ["arc"])
+    gh.state.acquire_jobs(gh.state.scale_sets[ss["id"]], [job.request_id])
+    seen, _ = await _drain(raw, s)
+    kinds = [(j["messageType"], j.get("result")) for j in seen]
+    assert kinds == [
+        ("JobAvailable", None),
+        ("JobAssigned", None),
+        ("JobCompleted", "canceled"),
+        ("JobAssigned", None),
+        ("JobCompleted", "canceled"),
+        ("JobAssigned", None),
+    ]
+    assert len({j["_message"] for j in seen[1:]}) == 5  # each in a message of its own
+    assert job.status == "assigned"  # the last assignment holds
+
+
+async def test_lagging_statistics_are_one_delivery_behind(raw: Raw, gh: FakeGitHubServer) -> None:
+    # ARC #3420: a message's statistics can lag the job messages in its body.
+    gh.state.lagging_statistics = True
+    ss = await raw.scale_set()
+    s = await raw.session(ss["id"])
+    job = gh.enqueue_job(DEFAULT_REPO, ["arc"])
+    seen, last = await _drain(raw, s)
+    assert seen[0]["messageType"] == "JobAvailable"
+    assert seen[0]["_stats"]["totalAvailableJobs"] == 0  # its own job not counted yet
+    gh.state.acquire_jobs(gh.state.scale_sets[ss["id"]], [job.request_id])
+    seen, _ = await _drain(raw, s, last)
+    assert seen[0]["messageType"] == "JobAssigned"
+    assert seen[0]["_stats"]["totalAssignedJobs"] == 0  # lags: the fresh read says 1
+    fresh = await raw.svc("GET", f"_apis/runtime/runnerscalesets/{ss['id']}")
+    assert fresh.json()["statistics"]["totalAssignedJobs"] == 1
+
+
+async def test_github_com_flow_without_job_available_or_acquire(
+    raw: Raw, gh: FakeGitHubServer
+) -> None:
+    # actions/scaleset restored acquire "for several versions of GHES": github.com assigns
+    # jobs to a scale set without JobAvailable or an acquire call.
+    gh.state.skip_acquire = True
+    ss = await raw.scale_set()
+    s = await raw.session(ss["id"])
+    job = gh.enqueue_job(DEFAULT_REPO, ["arc"])
+    seen, _ = await _drain(raw, s)
+    assert [j["messageType"] for j in seen] == ["JobAssigned"]
+    assert seen[0]["_stats"]["totalAssignedJobs"] == 1
+    assert job.status == "assigned" and job.scale_set_id == ss["id"]
+    assert gh.calls("*/acquirejobs") == 0
+
+
+async def test_runner_request_id_is_zero_outside_job_available(
+    raw: Raw, gh: FakeGitHubServer
+) -> None:
+    # Since about July 2025 the service sends runnerRequestId 0 outside JobAvailable
+    # (actions-service-api.md §9); GitHub's Go clients read it as a plain zero.
+    gh.state.zero_request_ids = True
+    ss = await raw.scale_set()
+    s = await raw.session(ss["id"])
+    job = gh.enqueue_job(DEFAULT_REPO, ["arc"])
+    gh.state.acquire_jobs(gh.state.scale_sets[ss["id"]], [job.request_id])
+    seen, _ = await _drain(raw, s)
+    ids = {j["messageType"]: j["runnerRequestId"] for j in seen}
+    assert ids == {"JobAvailable": job.request_id, "JobAssigned": 0}
+
+
+async def test_quirks_switch_over_the_control_api(raw: Raw, gh: FakeGitHubServer) -> None:
+    r = await raw.http.post(
+        f"{gh.url}/_fake/config",
+        json={
+            "reassignTimes": 3,
+            "laggingStatistics": True,
+            "skipAcquire": True,
+            "zeroRequestIds": True,
+            "queueUrlQuery": "a=1",
+        },
+    )
+    assert r.status_code == 200
+    st = gh.state
+    assert (st.reassign_times, st.lagging_statistics, st.skip_acquire) == (3, True, True)
+    assert st.zero_request_ids and st.queue_url_query == "a=1"
