@@ -1,9 +1,15 @@
 """The webhook server process: a manager whose cache keeps HRAs and their targets warm,
-the HTTP endpoint, and the batch scaler behind it (legacy.md 5.1).
+the HTTP endpoint, the batch scaler behind it and the queued-job poll (legacy.md 5.1).
 
 :class:`WebhookServer` is a manager runnable (no leader election: every replica serves
 deliveries, and the optimistic lock in the batch scaler keeps concurrent replicas from
-losing each other's reservations).
+losing each other's reservations). Stopping drains: the listening socket closes, the batch
+window is cut short, and every request in flight is answered once its reservation is
+stored, before the process exits.
+
+Connections are bounded in time: aiohttp's keep-alive timer (set to ``read_timeout``) also
+closes a connection that has not sent a complete request head within that time, and the
+body read has its own deadline (:mod:`gharc.webhook.body`).
 """
 
 from __future__ import annotations
@@ -16,10 +22,11 @@ from collections.abc import Sequence
 
 from aiohttp import web
 
-from gharc.github.auth import Credentials
-from gharc.github.pool import ClientPool
 from gharc.kube.client import KubeClient, Reader
 from gharc.webhook.batch import BatchScaler
+from gharc.webhook.body import READ_TIMEOUT, BodyLimits, BodyReader
+from gharc.webhook.clients import OwnerClients
+from gharc.webhook.dedup import DeliveryWindow
 from gharc.webhook.lookup import (
     CUSTOM,
     DEFAULT,
@@ -29,18 +36,18 @@ from gharc.webhook.lookup import (
     TargetLookup,
     VisibleGroups,
 )
-from gharc.webhook.server import WebhookHandler, WebhookMetrics, make_app
+from gharc.webhook.poller import POLL_INTERVAL, QueuedJobPoller, SeenRepos
+from gharc.webhook.server import ACK_TIMEOUT, WebhookHandler, WebhookMetrics, make_app
 
 log = logging.getLogger("gharc.webhook")
 
 
-def github_visibility(pool: ClientPool, server_url: str, credentials: Credentials) -> VisibleGroups:
+def github_visibility(clients: OwnerClients) -> VisibleGroups:
     """Runner groups visible to a repository, from ``GET /orgs/{o}/actions/runner-groups
     ?visible_to_repository=<repo>`` (cached per Cache-Control/ETag by the REST client)."""
 
     async def visible(owner: str, repo: str) -> Sequence[RunnerGroup]:
-        client = pool.get_rest(f"{server_url.rstrip('/')}/{owner}/{repo}", credentials)
-        groups = await client.list_runner_groups()
+        groups = await clients.runner_groups(owner, repo)
         return [
             RunnerGroup(
                 DEFAULT if g.default else CUSTOM,
@@ -66,6 +73,9 @@ def bind(address: str) -> socket.socket:
     return sock
 
 
+LINGER = 1.0
+
+
 class WebhookServer:
     """Serves deliveries on ``address`` until :meth:`stop`; ``port`` is set once bound."""
 
@@ -83,37 +93,79 @@ class WebhookServer:
         batch_window: float = 3.0,
         visible_groups: VisibleGroups | None = None,
         metrics: WebhookMetrics | None = None,
+        body_limits: BodyLimits | None = None,
+        ack_timeout: float = ACK_TIMEOUT,
+        github: OwnerClients | None = None,
+        poll_interval: float = POLL_INTERVAL,
+        shutdown_timeout: float = 20.0,
     ) -> None:
         self.address = address
         self.scaler = BatchScaler(client, queue_limit=queue_limit, window=batch_window)
         self.lookup = TargetLookup(reader, namespace=namespace, visible_groups=visible_groups)
-        self.handler = WebhookHandler(self.lookup, self.scaler, secret=secret, metrics=metrics)
+        self.limits = body_limits or BodyLimits()
+        self.seen = SeenRepos()
+        self.handler = WebhookHandler(
+            self.lookup,
+            self.scaler,
+            secret=secret,
+            metrics=metrics,
+            body=BodyReader(self.limits),
+            deliveries=DeliveryWindow(),
+            ack_timeout=ack_timeout,
+            on_job=self.seen.record,
+        )
+        self.poller: QueuedJobPoller | None = None
+        if github is not None and poll_interval > 0:
+            self.poller = QueuedJobPoller(
+                self.lookup,
+                self.scaler,
+                github,
+                interval=poll_interval,
+                seen=self.seen,
+                on_reserved=metrics.poll_reservations.inc if metrics is not None else None,
+            )
+        self.shutdown_timeout = shutdown_timeout
         self.port: int | None = None
         self._runner: web.AppRunner | None = None
-        self._task: asyncio.Task[None] | None = None
+        self._tasks: list[asyncio.Task[None]] = []
         self._stopped = asyncio.Event()
         self.started = asyncio.Event()
 
     async def start(self) -> None:
-        self._runner = web.AppRunner(make_app(self.handler), access_log=None)
+        self._runner = web.AppRunner(
+            make_app(self.handler),
+            access_log=None,
+            keepalive_timeout=self.limits.timeout or READ_TIMEOUT,
+            # after an early answer (401, 408, 413) aiohttp reads and drops the rest of the
+            # body for this long; a short time keeps a refused sender from holding on
+            lingering_time=LINGER,
+            shutdown_timeout=self.shutdown_timeout,
+        )
         await self._runner.setup()
         sock = bind(self.address)
         self.port = sock.getsockname()[1]
         await web.SockSite(self._runner, sock).start()
-        self._task = asyncio.get_running_loop().create_task(self.scaler.run(), name="batch")
+        loop = asyncio.get_running_loop()
+        self._tasks.append(loop.create_task(self.scaler.run(), name="batch"))
+        if self.poller is not None:
+            self._tasks.append(loop.create_task(self.poller.run(), name="queued-job-poll"))
         log.info("webhook server listening on %s (port %d)", self.address, self.port)
         self.started.set()
         await self._stopped.wait()
 
     async def stop(self) -> None:
+        """Drain: stop accepting, store what in-flight requests submitted, answer them."""
         self._stopped.set()
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await self._task
+        self.scaler.hurry()
         if self._runner is not None:
-            await self._runner.cleanup()
+            await self._runner.cleanup()  # closes the socket, waits for in-flight handlers
             self._runner = None
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        self._tasks = []
 
     def __repr__(self) -> str:
         return f"WebhookServer({self.address!r})"

@@ -1,12 +1,24 @@
-"""ARC's batch scaler (legacy.md 5.5): webhook operations become capacity reservations.
+"""ARC's batch scaler (legacy.md 5.5): webhook operations become capacity reservations, and
+a delivery is acknowledged only once its reservation is stored.
 
 Operations are collected for ``window`` seconds (ARC: 3 s) and grouped per HRA, so a burst
 of 50 queued jobs costs one read and one patch per HRA instead of 50 of each. Each patch
 carries the resourceVersion it was planned from (optimistic lock): if the HRA changed in
 between (the controller or another replica wrote it), the server answers 409 and the plan
 is redone on a fresh read, so no reservation is lost or doubled. Other failures keep the
-operations and retry with ARC's backoff (1, 2, 4, 8, 16 s, then 16 s); new events wait
-behind the retries, as in ARC.
+operations and retry with ARC's backoff (1, 2, 4, 8, 16 s, then 16 s).
+
+Unlike ARC, :meth:`BatchScaler.submit` returns a future that resolves only when the patch
+holding the operation succeeded: the HTTP handler answers GitHub after that, so a process
+killed at any moment has stored every reservation it acknowledged (ARC answers 200 when
+the operation is queued and loses the queue on exit). :meth:`BatchScaler.hurry` ends the
+window early, which is how a stopping server drains.
+
+A reservation carries the name of its workflow job (``job-<id>``), ARC's otherwise unused
+``name`` field. So a redelivered ``queued`` event finds its reservation and adds none, even
+after a restart; the queued-job poll (:mod:`gharc.webhook.poller`) can tell which queued
+jobs have none; and a ``completed`` event releases its own job's reservation. Unnamed
+reservations (written by ARC or by hand) are still released oldest first, as in ARC.
 """
 
 from __future__ import annotations
@@ -15,8 +27,9 @@ import asyncio
 import datetime as dt
 import logging
 import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable, Iterator, Mapping, MutableSet, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from gharc.kube.client import KubeClient
@@ -28,8 +41,22 @@ log = logging.getLogger(__name__)
 BATCH_WINDOW = 3.0
 BACKOFF = (1.0, 2.0, 4.0, 8.0, 16.0)
 CONFLICT_RETRIES = 5
+FINISHED_MEMORY = 10_000
 
 JSON = dict[str, Any]
+
+# What an operation did, as the batch that holds it was stored.
+ADDED = "added"
+RESERVED = "already reserved"
+REMOVED = "removed"
+NOTHING = "nothing to release"
+FINISHED = "job already completed"
+GONE = "horizontalrunnerautoscaler is gone"
+
+
+def job_key(job_id: int) -> str:
+    """The reservation name of a workflow job."""
+    return f"job-{job_id}"
 
 
 @dataclass(frozen=True)
@@ -38,6 +65,7 @@ class ScaleOp:
     name: str
     amount: int
     duration: dt.timedelta
+    key: str = ""  # the reservation's name (job_key); "" for ARC's unnamed reservations
 
 
 def _fmt(t: dt.datetime) -> str:
@@ -54,19 +82,24 @@ def _parse(value: Any) -> dt.datetime | None:
     return t if t.tzinfo else t.replace(tzinfo=dt.UTC)
 
 
-def plan_batch_scale(
+def plan(
     reservations: Sequence[Mapping[str, Any]],
     max_replicas: int | None,
     ops: Sequence[ScaleOp],
     now: dt.datetime,
-) -> list[JSON]:
-    """The new ``spec.capacityReservations`` (ARC ``planBatchScale``, v0.27.5+).
+    finished: MutableSet[str] | None = None,
+) -> tuple[list[JSON], list[str]]:
+    """The new ``spec.capacityReservations`` and what each op did (ARC ``planBatchScale``,
+    v0.27.5+, with named reservations).
 
     Reservations beyond ``maxReplicas`` are restarted at ``now`` with their length kept, so
     queued work waiting for capacity does not expire while it waits (ARC issue #2254).
-    Expired ones are dropped, +N appends N one-replica reservations, -N removes the N
-    oldest (never below zero).
+    Expired ones are dropped. +1 appends a one-replica reservation unless one with the op's
+    name exists, or the job is in ``finished`` (its ``completed`` came first); -1 removes
+    the op's own reservation, else the oldest unnamed one, and adds the name to
+    ``finished``. Ops without a name behave as in ARC: -N removes the N oldest.
     """
+    done = finished if finished is not None else set()
     planned: list[JSON] = []
     for i, r in enumerate(reservations):
         item = dict(r)
@@ -77,19 +110,85 @@ def plan_batch_scale(
                 item["expirationTime"] = _fmt(now + (exp - eff))
         planned.append(item)
     planned = [r for r in planned if (_parse(r.get("expirationTime")) or now) > now]
+    outcomes: list[str] = []
     for op in ops:
-        if op.amount > 0:
-            for _ in range(op.amount):
-                planned.append(
-                    {
-                        "effectiveTime": _fmt(now),
-                        "expirationTime": _fmt(now + op.duration),
-                        "replicas": 1,
-                    }
-                )
+        if op.amount > 0 and op.key:
+            if op.key in done:
+                outcomes.append(FINISHED)
+            elif any(r.get("name") == op.key for r in planned):
+                outcomes.append(RESERVED)
+            else:
+                planned.append(_reservation(now, op.duration, op.key))
+                outcomes.append(ADDED)
+        elif op.amount > 0:
+            planned.extend(_reservation(now, op.duration) for _ in range(op.amount))
+            outcomes.append(ADDED)
+        elif op.amount < 0 and op.key:
+            done.add(op.key)
+            own = [i for i, r in enumerate(planned) if r.get("name") == op.key]
+            unnamed = [i for i, r in enumerate(planned) if not r.get("name")]
+            drop = own[:1] or unnamed[:1]
+            planned = [r for i, r in enumerate(planned) if i not in drop]
+            outcomes.append(REMOVED if drop else NOTHING)
         elif op.amount < 0:
+            outcomes.append(REMOVED if planned else NOTHING)
             planned = planned[-op.amount :]  # FIFO: the oldest go first; [] when too few
-    return planned
+        else:
+            outcomes.append(NOTHING)
+    return planned, outcomes
+
+
+def _reservation(now: dt.datetime, duration: dt.timedelta, name: str = "") -> JSON:
+    r: JSON = {"effectiveTime": _fmt(now), "expirationTime": _fmt(now + duration), "replicas": 1}
+    if name:
+        r["name"] = name
+    return r
+
+
+def plan_batch_scale(
+    reservations: Sequence[Mapping[str, Any]],
+    max_replicas: int | None,
+    ops: Sequence[ScaleOp],
+    now: dt.datetime,
+) -> list[JSON]:
+    """ARC's ``planBatchScale``: the planned reservations of :func:`plan`."""
+    return plan(reservations, max_replicas, ops, now)[0]
+
+
+class BoundedSet(MutableSet[str]):
+    """A set that forgets its oldest members beyond ``capacity``."""
+
+    def __init__(self, capacity: int) -> None:
+        self.capacity = capacity
+        self._items: OrderedDict[str, None] = OrderedDict()
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._items
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._items)
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def add(self, value: str) -> None:
+        self._items[value] = None
+        self._items.move_to_end(value)
+        while len(self._items) > self.capacity:
+            self._items.popitem(last=False)
+
+    def discard(self, value: str) -> None:
+        self._items.pop(value, None)
+
+
+class QueueFull(Exception):
+    """More operations wait than ``queue_limit``; the caller answers 503."""
+
+
+@dataclass
+class _Item:
+    op: ScaleOp
+    done: asyncio.Future[str] = field(repr=False)
 
 
 Sleep = Callable[[float], Awaitable[None]]
@@ -110,7 +209,7 @@ class BatchScaler:
         on_patched: Callable[[ScaleOp, int], None] | None = None,
     ) -> None:
         self.client = client
-        self.queue: asyncio.Queue[ScaleOp] = asyncio.Queue(maxsize=queue_limit)
+        self.queue_limit = queue_limit
         self.window = window
         self.backoff = tuple(backoff)
         self.clock = clock
@@ -118,69 +217,104 @@ class BatchScaler:
         self.on_patched = on_patched
         self.patches = 0
         self.conflicts = 0
+        self._waiting: list[_Item] = []
+        self._arrived = asyncio.Event()
+        self._hurry = asyncio.Event()
+        self._busy = 0  # operations taken from the queue and not yet stored
+        self._idle = asyncio.Event()
+        self._idle.set()
+        # Released job reservations: a late +1 for them (a queued event delivered after its
+        # completed one, or the poll racing the completion) must not reserve again.
+        self.finished: dict[tuple[str, str], BoundedSet] = {}
 
-    def offer(self, op: ScaleOp) -> bool:
-        """Enqueue without waiting; False when the queue is full (the caller answers 500)."""
-        try:
-            self.queue.put_nowait(op)
-        except asyncio.QueueFull:
-            return False
-        return True
+    @property
+    def backlog(self) -> int:
+        """Operations waiting for a patch (queued or being written)."""
+        return len(self._waiting) + self._busy
 
-    def _drain(self, into: dict[tuple[str, str], list[ScaleOp]]) -> None:
-        while True:
-            try:
-                op = self.queue.get_nowait()
-            except asyncio.QueueEmpty:
-                return
-            into.setdefault((op.namespace, op.name), []).append(op)
+    def submit(self, op: ScaleOp) -> asyncio.Future[str]:
+        """Queue ``op``; the future resolves to what it did (:data:`ADDED`, ...) once the
+        patch holding it is stored. Raises :class:`QueueFull` when ``queue_limit`` wait."""
+        if len(self._waiting) >= self.queue_limit:
+            raise QueueFull(f"{len(self._waiting)} scale operations are already waiting")
+        fut: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+        self._waiting.append(_Item(op, fut))
+        self._idle.clear()
+        self._arrived.set()
+        return fut
+
+    def hurry(self) -> None:
+        """Stop waiting for batch windows: write what is queued now and from now on."""
+        self._hurry.set()
+
+    async def drained(self) -> None:
+        """Wait until every submitted operation is stored (or dropped with its HRA)."""
+        await self._idle.wait()
+
+    def _take(self) -> list[_Item]:
+        items, self._waiting = self._waiting, []
+        self._arrived.clear()
+        self._busy += len(items)
+        return items
 
     async def run(self) -> None:
-        loop = asyncio.get_running_loop()
         while True:
-            first = await self.queue.get()
-            pending: dict[tuple[str, str], list[ScaleOp]] = {(first.namespace, first.name): [first]}
-            deadline = loop.time() + self.window
-            while (left := deadline - loop.time()) > 0:
+            await self._arrived.wait()
+            if not self._hurry.is_set():
                 try:
-                    op = await asyncio.wait_for(self.queue.get(), left)
+                    await asyncio.wait_for(self._hurry.wait(), self.window)
                 except TimeoutError:
-                    break
-                pending.setdefault((op.namespace, op.name), []).append(op)
+                    pass
+            items = self._take()
             attempt = 0
-            while pending:
-                pending = await self.flush(pending)
-                if pending:
+            while items:
+                left = await self.flush(items)
+                self._busy -= len(items) - len(left)
+                items = left
+                if items:
                     delay = self.backoff[min(attempt, len(self.backoff) - 1)]
                     attempt += 1
                     await self.sleep(delay)
-                    self._drain(pending)
+                    items += self._take()
+            if not self._waiting:
+                self._idle.set()
 
-    async def flush(
-        self, pending: Mapping[tuple[str, str], list[ScaleOp]]
-    ) -> dict[tuple[str, str], list[ScaleOp]]:
+    async def flush(self, items: Sequence[_Item]) -> list[_Item]:
         """Apply every HRA's operations; returns those that failed (to retry)."""
-        failed: dict[tuple[str, str], list[ScaleOp]] = {}
-        for (ns, name), ops in pending.items():
+        by_hra: dict[tuple[str, str], list[_Item]] = {}
+        for item in items:
+            by_hra.setdefault((item.op.namespace, item.op.name), []).append(item)
+        failed: list[_Item] = []
+        for (ns, name), group in by_hra.items():
             try:
-                await self._apply(ns, name, ops)
+                outcomes = await self._apply(ns, name, [i.op for i in group])
             except NotFound:
-                log.info("HRA %s/%s is gone; dropping %d scale operation(s)", ns, name, len(ops))
+                log.info("HRA %s/%s is gone; dropping %d scale operation(s)", ns, name, len(group))
+                outcomes = [GONE] * len(group)
             except Exception as err:
                 log.warning("scaling HRA %s/%s failed (will retry): %s", ns, name, err)
-                failed[(ns, name)] = list(ops)
+                failed.extend(group)
+                continue
+            for item, outcome in zip(group, outcomes, strict=True):
+                if not item.done.done():
+                    item.done.set_result(outcome)
         return failed
 
-    async def _apply(self, ns: str, name: str, ops: list[ScaleOp]) -> None:
+    async def _apply(self, ns: str, name: str, ops: list[ScaleOp]) -> list[str]:
+        finished = self.finished.setdefault((ns, name), BoundedSet(FINISHED_MEMORY))
         for attempt in range(CONFLICT_RETRIES + 1):
             hra = await self.client.get(HORIZONTAL_RUNNER_AUTOSCALERS, name, namespace=ns)
             spec = hra.get("spec") or {}
             now = dt.datetime.fromtimestamp(self.clock(), dt.UTC)
             max_replicas = spec.get("maxReplicas")
             before = list(spec.get("capacityReservations") or [])
-            planned = plan_batch_scale(
-                before, int(max_replicas) if max_replicas is not None else None, ops, now
+            trial = BoundedSet(FINISHED_MEMORY)
+            trial |= finished
+            planned, outcomes = plan(
+                before, int(max_replicas) if max_replicas is not None else None, ops, now, trial
             )
+            if all(o in (RESERVED, FINISHED) for o in outcomes):
+                return outcomes  # every op is a repeat: nothing to write
             try:
                 await self.client.merge_patch(
                     HORIZONTAL_RUNNER_AUTOSCALERS,
@@ -193,6 +327,9 @@ class BatchScaler:
                 if attempt == CONFLICT_RETRIES:
                     raise
                 continue
+            for op in ops:
+                if op.amount < 0 and op.key:
+                    finished.add(op.key)
             self.patches += 1
             log.info(
                 "HRA %s/%s: capacity reservations %d -> %d (%s)",
@@ -205,4 +342,5 @@ class BatchScaler:
             if self.on_patched is not None:
                 for op in ops:
                     self.on_patched(op, len(planned))
-            return
+            return outcomes
+        raise AssertionError("unreachable")

@@ -164,6 +164,23 @@ class TargetLookup:
         hras = await self.reader.list(HORIZONTAL_RUNNER_AUTOSCALERS, namespace=self.namespace)
         return sorted(hras, key=lambda h: (h["metadata"]["namespace"], h["metadata"]["name"]))
 
+    async def workflow_job_targets(self) -> list[tuple[JSON, TargetSpec]]:
+        """Every live workflow_job HRA with its target's scope (HRAs whose target is
+        missing are left out)."""
+        out: list[tuple[JSON, TargetSpec]] = []
+        for hra in await self._hras():
+            if (hra.get("metadata") or {}).get("deletionTimestamp"):
+                continue
+            if trigger_duration(hra) is None:
+                continue
+            try:
+                spec = await self._target(hra)
+            except NotFound:
+                continue
+            if spec is not None:
+                out.append((hra, spec))
+        return out
+
     async def _for_key(self, hras: list[JSON], key: str, labels: Sequence[str]) -> Match | None:
         for hra in hras:
             try:

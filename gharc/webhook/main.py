@@ -3,10 +3,16 @@
 Flags keep ARC's names and defaults so the chart's arguments work unchanged; a few short
 aliases (``--webhook-secret``, ``--addr``, ``--port``) are added. The secret comes from
 ``--github-webhook-secret-token``, else the env ``GITHUB_WEBHOOK_SECRET_TOKEN``; an empty
-secret disables the signature check (as in ARC) and is logged as a warning at start.
+secret is refused (see below).
 GitHub credentials (``--github-token`` or the ``--github-app-*`` triple, env ``GITHUB_*``)
-are optional: with them, runner-group visibility is asked from GitHub; without, every
-managed group is assumed visible.
+are optional: with them, runner-group visibility is asked from GitHub and queued jobs
+whose delivery was lost are found by polling (``--queued-job-poll-interval``); without,
+every managed group is assumed visible and nothing is polled.
+
+Unlike ARC, the server refuses to start without a webhook secret unless
+``--insecure-allow-unsigned-deliveries`` says that unauthenticated deliveries are wanted
+(a test cluster behind a trusted proxy): anyone who can reach the port could otherwise
+reserve runners.
 """
 
 from __future__ import annotations
@@ -47,6 +53,12 @@ class WebhookArgs:
     github_enterprise_url: str = ""
     batch_window: float = 3.0
     kubeconfig: str | None = None
+    insecure_allow_unsigned: bool = False
+    read_timeout: float = 10.0
+    max_body_bytes: int = 25 * 1024 * 1024
+    max_concurrent_reads: int = 4
+    ack_timeout: float = 8.0
+    queued_job_poll_interval: float = 60.0
 
 
 def build_parser(env: Mapping[str, str]) -> argparse.ArgumentParser:
@@ -81,6 +93,31 @@ def build_parser(env: Mapping[str, str]) -> argparse.ArgumentParser:
     a("--github-enterprise-url", default=env.get("GITHUB_ENTERPRISE_URL", ""))
     a("--batch-window", type=float, default=3.0, help="seconds to batch operations (ARC: 3)")
     a("--kubeconfig", default=None)
+    a(
+        "--insecure-allow-unsigned-deliveries",
+        action="store_true",
+        help="start without a webhook secret and accept unsigned deliveries (never in production)",
+    )
+    a(
+        "--read-timeout",
+        type=float,
+        default=10.0,
+        help="seconds a connection has to send its request head, and then its body",
+    )
+    a("--max-body-bytes", type=int, default=25 * 1024 * 1024, help="largest body accepted")
+    a("--max-concurrent-reads", type=int, default=4, help="request bodies read at once")
+    a(
+        "--ack-timeout",
+        type=float,
+        default=8.0,
+        help="seconds to wait for a reservation to be stored before answering 503",
+    )
+    a(
+        "--queued-job-poll-interval",
+        type=float,
+        default=60.0,
+        help="seconds between polls for queued jobs no delivery reserved for (0: off)",
+    )
     return p
 
 
@@ -91,6 +128,22 @@ def parse_args(argv: Sequence[str], environ: Mapping[str, str] | None = None) ->
         raise UsageError(f"--log-level {ns.log_level!r}: use debug, info, warn or error")
     if ns.queue_limit <= 0:
         raise UsageError("--queue-limit must be positive")
+    secret = ns.secret or env.get("GITHUB_WEBHOOK_SECRET_TOKEN", "")
+    if not secret and not ns.insecure_allow_unsigned_deliveries:
+        raise UsageError(
+            "no webhook secret: set --github-webhook-secret-token or "
+            "GITHUB_WEBHOOK_SECRET_TOKEN (or pass --insecure-allow-unsigned-deliveries)"
+        )
+    for flag, value in (
+        ("--read-timeout", ns.read_timeout),
+        ("--max-body-bytes", ns.max_body_bytes),
+        ("--max-concurrent-reads", ns.max_concurrent_reads),
+        ("--ack-timeout", ns.ack_timeout),
+    ):
+        if value <= 0:
+            raise UsageError(f"{flag} must be positive")
+    if ns.queued_job_poll_interval < 0:
+        raise UsageError("--queued-job-poll-interval must be 0 (off) or positive")
     addr = f"0.0.0.0:{ns.port}" if ns.port is not None else ns.webhook_addr
     return WebhookArgs(
         webhook_addr=addr,
@@ -99,7 +152,7 @@ def parse_args(argv: Sequence[str], environ: Mapping[str, str] | None = None) ->
         log_level=ns.log_level,
         log_format=ns.log_format,
         queue_limit=ns.queue_limit,
-        secret=ns.secret or env.get("GITHUB_WEBHOOK_SECRET_TOKEN", ""),
+        secret=secret,
         github_token=ns.github_token,
         github_app_id=ns.github_app_id,
         github_app_installation_id=ns.github_app_installation_id,
@@ -108,6 +161,12 @@ def parse_args(argv: Sequence[str], environ: Mapping[str, str] | None = None) ->
         github_enterprise_url=ns.github_enterprise_url,
         batch_window=ns.batch_window,
         kubeconfig=ns.kubeconfig,
+        insecure_allow_unsigned=ns.insecure_allow_unsigned_deliveries,
+        read_timeout=ns.read_timeout,
+        max_body_bytes=ns.max_body_bytes,
+        max_concurrent_reads=ns.max_concurrent_reads,
+        ack_timeout=ns.ack_timeout,
+        queued_job_poll_interval=ns.queued_job_poll_interval,
     )
 
 
@@ -145,17 +204,28 @@ async def run_webhook_server(
 ) -> None:
     """Run until SIGTERM/SIGINT or ``manager.stop()``; ``on_server(manager, server)`` is
     called before the manager runs (tests read ``server.port`` after ``server.started``)."""
-    from gharc.github.pool import ClientPool
     from gharc.kube.client import KubeClient
     from gharc.kube.manager import Manager
     from gharc.kube.resources import HORIZONTAL_RUNNER_AUTOSCALERS, RUNNER_DEPLOYMENTS, RUNNER_SETS
     from gharc.webhook.app import WebhookServer, github_visibility
+    from gharc.webhook.body import BodyLimits
+    from gharc.webhook.clients import OwnerClients
     from gharc.webhook.server import WebhookMetrics
 
     if not args.secret:
-        log.warning("no webhook secret configured: deliveries are NOT authenticated")
+        log.warning(
+            "--insecure-allow-unsigned-deliveries: deliveries are NOT authenticated; "
+            "anyone who can reach %s can reserve runners",
+            args.webhook_addr,
+        )
+    creds = credentials(args)
+    if creds is None and args.queued_job_poll_interval > 0:
+        log.warning(
+            "no GitHub credentials: queued jobs whose delivery is lost are not found "
+            "(the queued-job poll needs --github-token or the --github-app-* flags)"
+        )
     kube = await KubeClient.from_config(kubeconfig=args.kubeconfig, field_manager="gharc-webhook")
-    pool = ClientPool()
+    github = OwnerClients(server_url(args), creds) if creds else None
     try:
         manager_kw: dict[str, Any] = {}
         if registry is not None:
@@ -169,7 +239,6 @@ async def run_webhook_server(
         )
         for resource in (HORIZONTAL_RUNNER_AUTOSCALERS, RUNNER_DEPLOYMENTS, RUNNER_SETS):
             manager.cache.informer(resource)
-        creds = credentials(args)
         server = WebhookServer(
             kube,
             manager.cache,
@@ -178,15 +247,24 @@ async def run_webhook_server(
             namespace=args.watch_namespace or None,
             queue_limit=args.queue_limit,
             batch_window=args.batch_window,
-            visible_groups=github_visibility(pool, server_url(args), creds) if creds else None,
+            visible_groups=github_visibility(github) if github else None,
             metrics=WebhookMetrics(manager.registry),
+            body_limits=BodyLimits(
+                limit=args.max_body_bytes,
+                timeout=args.read_timeout,
+                slots=args.max_concurrent_reads,
+            ),
+            ack_timeout=args.ack_timeout,
+            github=github,
+            poll_interval=args.queued_job_poll_interval,
         )
         manager.add(server)
         if on_server is not None:
             on_server(manager, server)
         await manager.run()
     finally:
-        await pool.aclose()
+        if github is not None:
+            await github.aclose()
         await kube.close()
 
 

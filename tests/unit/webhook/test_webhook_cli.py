@@ -8,6 +8,8 @@ from gharc.sim.github import FakeGitHubState
 from gharc.sim.github.webhooks import workflow_job_payload
 from gharc.webhook.main import UsageError, parse_args, server_url
 
+ENV = {"GITHUB_WEBHOOK_SECRET_TOKEN": "s"}
+
 
 def test_defaults_are_arcs_and_the_secret_falls_back_to_the_environment() -> None:
     args = parse_args([], {"GITHUB_WEBHOOK_SECRET_TOKEN": "from-env"})
@@ -16,23 +18,38 @@ def test_defaults_are_arcs_and_the_secret_falls_back_to_the_environment() -> Non
     assert args.secret == "from-env"
     assert parse_args(["--github-webhook-secret-token", "flag"], {}).secret == "flag"
     assert parse_args(["--webhook-secret", "alias"], {}).secret == "alias"
+    assert (args.read_timeout, args.max_concurrent_reads, args.ack_timeout) == (10.0, 4, 8.0)
+    assert args.max_body_bytes == 25 * 1024 * 1024 and args.queued_job_poll_interval == 60.0
+
+
+def test_no_secret_refuses_to_start_unless_insecure_is_explicit() -> None:
+    """Issue 20: with no secret the server accepted unsigned deliveries after a warning."""
+    with pytest.raises(UsageError, match="no webhook secret"):
+        parse_args([], {})
+    args = parse_args(["--insecure-allow-unsigned-deliveries"], {})
+    assert args.secret == "" and args.insecure_allow_unsigned
 
 
 def test_port_and_addr_aliases_pick_the_listen_address() -> None:
-    assert parse_args(["--port", "9000"], {}).webhook_addr == "0.0.0.0:9000"
-    assert parse_args(["--addr", "127.0.0.1:1234"], {}).webhook_addr == "127.0.0.1:1234"
+    assert parse_args(["--port", "9000"], ENV).webhook_addr == "0.0.0.0:9000"
+    assert parse_args(["--addr", "127.0.0.1:1234"], ENV).webhook_addr == "127.0.0.1:1234"
 
 
 def test_bad_values_are_usage_errors() -> None:
     with pytest.raises(UsageError):
-        parse_args(["--log-level", "loud"], {})
+        parse_args(["--log-level", "loud"], ENV)
     with pytest.raises(UsageError):
-        parse_args(["--queue-limit", "0"], {})
+        parse_args(["--queue-limit", "0"], ENV)
+    for flag in ("--read-timeout", "--max-body-bytes", "--max-concurrent-reads", "--ack-timeout"):
+        with pytest.raises(UsageError, match=flag):
+            parse_args([flag, "0"], ENV)
+    with pytest.raises(UsageError):
+        parse_args(["--queued-job-poll-interval", "-1"], ENV)
 
 
 def test_the_server_url_comes_from_the_api_url() -> None:
-    assert server_url(parse_args([], {})) == "https://github.com"
-    assert server_url(parse_args(["--github-url", "https://ghe.example/api/v3/"], {})) == (
+    assert server_url(parse_args([], ENV)) == "https://github.com"
+    assert server_url(parse_args(["--github-url", "https://ghe.example/api/v3/"], ENV)) == (
         "https://ghe.example"
     )
 

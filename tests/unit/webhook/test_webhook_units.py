@@ -1,18 +1,29 @@
 """Webhook server pieces without a cluster: signatures, HRA keys and lookup, batch plans,
-and the HTTP answers."""
+payload checks, the delivery window, bounded REST clients. The HTTP answers are in
+test_webhook_http.py."""
 
 from __future__ import annotations
 
 import datetime as dt
-import json
+import hashlib
+import hmac
 from typing import Any
 
 import pytest
-from aiohttp.test_utils import TestClient, TestServer
 
 from gharc.kube.errors import NotFound
 from gharc.kube.resources import HORIZONTAL_RUNNER_AUTOSCALERS, RUNNER_DEPLOYMENTS, RUNNER_SETS
-from gharc.webhook.batch import BatchScaler, ScaleOp, plan_batch_scale
+from gharc.webhook.batch import (
+    ADDED,
+    FINISHED,
+    NOTHING,
+    REMOVED,
+    RESERVED,
+    ScaleOp,
+    plan,
+    plan_batch_scale,
+)
+from gharc.webhook.dedup import Answer, DeliveryWindow
 from gharc.webhook.lookup import (
     CUSTOM,
     DEFAULT,
@@ -25,7 +36,7 @@ from gharc.webhook.lookup import (
     parse_go_duration,
     trigger_duration,
 )
-from gharc.webhook.server import NO_TARGET, WebhookHandler, make_app
+from gharc.webhook.payload import PayloadError, decode, workflow_job
 from gharc.webhook.signature import SignatureError, sign, verify
 
 SECRET = "s3cret"
@@ -36,7 +47,26 @@ SECRET = "s3cret"
 def test_a_body_signed_with_the_secret_verifies() -> None:
     body = b'{"a": 1}'
     verify(SECRET, body, {"X-Hub-Signature-256": sign(SECRET, body)})
-    verify(SECRET, body, {"X-Hub-Signature": sign(SECRET, body, "sha1")})
+    verify(SECRET, body, {"X-Hub-Signature-256": sign(SECRET, body).upper().replace("SHA", "sha")})
+
+
+def _sha1(secret: str, body: bytes) -> str:
+    return "sha1=" + hmac.new(secret.encode(), body, hashlib.sha1).hexdigest()
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [
+        {"X-Hub-Signature": _sha1(SECRET, b"{}")},
+        {"X-Hub-Signature-256": _sha1(SECRET, b"{}")},
+        {"X-Hub-Signature-256": "sha512=" + hmac.new(b"s3cret", b"{}", "sha512").hexdigest()},
+    ],
+)
+def test_only_a_sha256_signature_is_accepted(headers: dict[str, str]) -> None:
+    """Issue 20: a correct SHA-1 signature alone used to be accepted."""
+    with pytest.raises(SignatureError) as err:
+        verify(SECRET, b"{}", headers)
+    assert err.value.status == 403
 
 
 @pytest.mark.parametrize(
@@ -241,80 +271,97 @@ def test_reservations_beyond_max_replicas_are_restarted_so_they_do_not_expire_wa
     assert planned[1] == {"effectiveTime": _at(0), "expirationTime": _at(120), "replicas": 1}
 
 
-# ---- HTTP answers ------------------------------------------------------------------------------
+def _job(amount: int, job_id: int) -> ScaleOp:
+    return ScaleOp("ns", "h", amount, dt.timedelta(minutes=10), f"job-{job_id}")
 
 
-def _payload(action: str, labels: list[str], **job: Any) -> dict[str, Any]:
+def test_a_named_reservation_is_added_once_and_released_by_its_own_job() -> None:
+    old = [{"effectiveTime": _at(-100), "expirationTime": _at(500), "replicas": 1, "name": "job-7"}]
+    planned, outcomes = plan(old, 10, [_job(1, 8), _job(1, 8), _job(1, 7)], NOW)
+    assert [r["name"] for r in planned] == ["job-7", "job-8"]
+    assert outcomes == [ADDED, RESERVED, RESERVED]
+    planned, outcomes = plan(planned, 10, [_job(-1, 8), _job(-1, 9)], NOW)
+    assert [r["name"] for r in planned] == ["job-7"]  # its own, not the oldest
+    assert outcomes == [REMOVED, NOTHING]  # job 9 had none: nothing else is released
+
+
+def test_a_completion_releases_an_unnamed_reservation_when_its_job_has_none() -> None:
+    old = [{"effectiveTime": _at(-100), "expirationTime": _at(500), "replicas": 1}]
+    planned, outcomes = plan(old, 10, [_job(-1, 3)], NOW)
+    assert planned == [] and outcomes == [REMOVED]
+
+
+def test_a_queued_event_after_its_completion_reserves_nothing() -> None:
+    finished: set[str] = set()
+    planned, outcomes = plan([], 10, [_job(-1, 5), _job(1, 5)], NOW, finished)
+    assert planned == [] and outcomes == [NOTHING, FINISHED]
+    assert plan([], 10, [_job(1, 5)], NOW, finished) == ([], [FINISHED])
+
+
+# ---- payloads ------------------------------------------------------------------------------
+
+
+def _job_payload(**job: Any) -> dict[str, Any]:
     return {
-        "action": action,
-        "workflow_job": {"id": 1, "run_id": 2, "labels": labels, **job},
-        "repository": {
-            "name": "app",
-            "full_name": "acme/app",
-            "owner": {"login": "acme", "type": "Organization"},
-        },
+        "action": "queued",
+        "workflow_job": {"id": 1, "labels": ["linux"], **job},
+        "repository": {"name": "app", "owner": {"login": "acme", "type": "Organization"}},
     }
 
 
-class _Client:
-    def __init__(self, client: TestClient, scaler: BatchScaler) -> None:
-        self.client, self.scaler = client, scaler
-
-    async def post(
-        self, payload: Any, event: str = "workflow_job", secret: str | None = SECRET, **kw: Any
-    ) -> tuple[int, str]:
-        body = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
-        headers = {
-            "X-GitHub-Event": event,
-            "Content-Type": "application/json",
-            "X-GitHub-Delivery": "d-1",
-        }
-        if secret is not None:
-            headers["X-Hub-Signature-256"] = sign(secret, body)
-        headers.update(kw.pop("headers", {}))
-        resp = await self.client.post("/", data=body, headers=headers)
-        return resp.status, await resp.text()
+def test_a_well_formed_payload_gives_its_fields() -> None:
+    ev = workflow_job(_job_payload())
+    assert (ev.job_id, ev.labels, ev.owner, ev.repo, ev.enterprise) == (
+        1,
+        ("linux",),
+        "acme",
+        "app",
+        "",
+    )
 
 
-@pytest.fixture
-async def http() -> Any:
-    scaler = BatchScaler(None, queue_limit=2)  # type: ignore[arg-type]
-    handler = WebhookHandler(TargetLookup(world()), scaler, secret=SECRET)
-    client = TestClient(TestServer(make_app(handler)))
-    await client.start_server()
-    yield _Client(client, scaler)
-    await client.close()
+@pytest.mark.parametrize(
+    ("job", "reason"),
+    [
+        ({"labels": "linux"}, "labels"),
+        ({"labels": [1, 2]}, "labels"),
+        ({"id": "1"}, "id"),
+        ({"id": True}, "id"),
+        ({"runner_id": "r"}, "runner_id"),
+        ({"conclusion": 3}, "conclusion"),
+    ],
+)
+def test_fields_of_the_wrong_type_are_named(job: dict[str, Any], reason: str) -> None:
+    with pytest.raises(PayloadError, match=reason):
+        workflow_job(_job_payload(**job))
 
 
-async def test_queued_and_completed_jobs_enqueue_plus_and_minus_one(http: _Client) -> None:
-    assert await http.post(_payload("queued", ["linux"])) == (200, "scaled repo-hra by 1")
-    status, text = await http.post(_payload("completed", ["linux"], conclusion="failure"))
-    assert (status, text) == (200, "scaled repo-hra by -1")
-    ops = [http.scaler.queue.get_nowait().amount for _ in range(2)]
-    assert ops == [1, -1]
+def test_deep_nesting_and_non_objects_are_payload_errors() -> None:
+    with pytest.raises(PayloadError, match="nested"):
+        decode("application/json", b"[" * 100_000 + b"]" * 100_000)
+    with pytest.raises(PayloadError, match="object"):
+        decode("application/json", b"[1]")
+    with pytest.raises(PayloadError, match="repository"):
+        workflow_job({"action": "queued", "workflow_job": {"id": 1}, "repository": []})
 
 
-async def test_ignored_events_answer_200_and_enqueue_nothing(http: _Client) -> None:
-    assert await http.post(_payload("in_progress", ["linux"])) == (200, "")
-    assert await http.post(_payload("completed", ["linux"], conclusion="skipped")) == (200, "")
-    assert await http.post(_payload("completed", ["linux"], conclusion="success")) == (200, "")
-    assert await http.post(_payload("queued", ["windows"])) == (200, NO_TARGET)
-    assert http.scaler.queue.empty()
+# ---- delivery window -----------------------------------------------------------------------
 
 
-async def test_bad_signatures_and_bodies_are_rejected_and_never_applied(http: _Client) -> None:
-    assert (await http.post(_payload("queued", ["linux"]), secret=None))[0] == 401
-    assert (await http.post(_payload("queued", ["linux"]), secret="wrong"))[0] == 403
-    assert (await http.post(b"{not json"))[0] == 400
-    assert (await http.post(_payload("queued", ["linux"]), event=""))[0] == 400
-    assert http.scaler.queue.empty()
-
-
-async def test_ping_get_unknown_events_and_a_full_queue(http: _Client) -> None:
-    assert await http.post({"zen": "hi"}, event="ping") == (200, "pong")
-    assert (await http.post({"action": "created"}, event="check_run"))[0] == 500
-    resp = await http.client.get("/anything")
-    assert resp.status == 200 and "running" in await resp.text()
-    for _ in range(2):
-        assert (await http.post(_payload("queued", ["linux"])))[0] == 200
-    assert (await http.post(_payload("queued", ["linux"])))[0] == 500  # queue_limit=2
+async def test_the_window_answers_a_repeat_and_forgets_failures_and_old_ids() -> None:
+    now = [0.0]
+    window = DeliveryWindow(capacity=2, ttl=60, clock=lambda: now[0])
+    first, answer = window.claim("a")
+    assert first
+    again, same = window.claim("a")
+    assert not again and same is answer  # in flight: wait for the first
+    window.settle("a", answer, Answer(200, "ok"))
+    assert (await same).text == "ok"
+    first, answer = window.claim("b")
+    window.settle("b", answer, Answer(503, ""))
+    assert window.claim("b")[0]  # a 5xx is retried by the redelivery
+    window.claim("c")
+    assert len(window) == 2  # capacity: "a" was forgotten
+    assert window.claim("a")[0]
+    now[0] = 61.0
+    assert window.claim("c")[0]  # ttl
