@@ -122,7 +122,11 @@ def _scale_up_trigger() -> Schema:
 def _capacity_reservation() -> Schema:
     return _object(
         {
-            "name": _string(),
+            "name": _string(
+                "What the reservation is for: gharc's webhook server writes job-<id> of the "
+                "workflow job, so that a redelivery or the queued-job poll does not reserve "
+                "twice and the job's completion releases its own reservation."
+            ),
             "effectiveTime": _time(),
             "expirationTime": _time(),
             "replicas": _int(),
