@@ -1,9 +1,10 @@
-"""One shared client per (config URL, credential identity, CA bundle).
+"""One shared client per (config URL, credential identity, CA bundle, proxy).
 
 Controllers reconcile many objects for the same scope; without a pool each would run its own
 admin-token exchange, connection pool and REST cache. REST clients (and so registration
 tokens and the HTTP cache) are shared per (scope, credential); the cache storage is shared by
-the whole pool, keyed per credential.
+the whole pool, keyed per credential. A client for a scale set with ``spec.proxy`` sends
+everything through that proxy (:mod:`gharc.github.proxy`), not the process environment's.
 """
 
 from __future__ import annotations
@@ -18,10 +19,11 @@ from gharc.github.auth import Credentials
 from gharc.github.cache import MemoryStorage
 from gharc.github.config import GitHubConfig, parse_config_url
 from gharc.github.metrics import GitHubMetrics, default_metrics
+from gharc.github.proxy import ProxySettings, ProxyTransport
 from gharc.github.rest import DEFAULT_USER_AGENT, RestClient
-from gharc.github.transport import Clock, RetryPolicy, Sleep
+from gharc.github.transport import Clock, RetryPolicy, Sleep, ssl_context
 
-PoolKey = tuple[str, str, str]
+PoolKey = tuple[str, str, str, str]
 
 
 class ClientPool:
@@ -52,15 +54,35 @@ class ClientPool:
         self._actions: dict[PoolKey, ActionsClient] = {}
 
     @staticmethod
-    def _key(config: GitHubConfig, credentials: Credentials, ca_bundle: str | None) -> PoolKey:
+    def _key(
+        config: GitHubConfig,
+        credentials: Credentials,
+        ca_bundle: str | None,
+        proxy: ProxySettings | None = None,
+    ) -> PoolKey:
         ca = hashlib.sha256(ca_bundle.encode()).hexdigest()[:16] if ca_bundle else ""
-        return (config.config_url, credentials.identity, ca)
+        return (config.config_url, credentials.identity, ca, proxy.identity if proxy else "")
+
+    def _kwargs(
+        self, ca_bundle: str | None, proxy: ProxySettings | None, limits: httpx.Limits | None
+    ) -> dict[str, object]:
+        """Client arguments; a proxy becomes the client's own transport (one per client,
+        as each client closes its transport), unless a test transport replaces the network."""
+        kw: dict[str, object] = dict(self._kw)
+        if proxy is not None and kw["transport"] is None:
+            kw["transport"] = ProxyTransport(proxy, verify=ssl_context(ca_bundle), limits=limits)
+        return kw
 
     def get_rest(
-        self, config: GitHubConfig | str, credentials: Credentials, *, ca_bundle: str | None = None
+        self,
+        config: GitHubConfig | str,
+        credentials: Credentials,
+        *,
+        ca_bundle: str | None = None,
+        proxy: ProxySettings | None = None,
     ) -> RestClient:
         cfg = parse_config_url(config) if isinstance(config, str) else config
-        key = self._key(cfg, credentials, ca_bundle)
+        key = self._key(cfg, credentials, ca_bundle, proxy)
         client = self._rest.get(key)
         if client is None:
             client = RestClient(
@@ -69,16 +91,21 @@ class ClientPool:
                 ca_bundle=ca_bundle,
                 metrics=self._metrics,
                 cache=self._cache,
-                **self._kw,  # type: ignore[arg-type]
+                **self._kwargs(ca_bundle, proxy, None),  # type: ignore[arg-type]
             )
             self._rest[key] = client
         return client
 
     def get(
-        self, config: GitHubConfig | str, credentials: Credentials, *, ca_bundle: str | None = None
+        self,
+        config: GitHubConfig | str,
+        credentials: Credentials,
+        *,
+        ca_bundle: str | None = None,
+        proxy: ProxySettings | None = None,
     ) -> ActionsClient:
         cfg = parse_config_url(config) if isinstance(config, str) else config
-        key = self._key(cfg, credentials, ca_bundle)
+        key = self._key(cfg, credentials, ca_bundle, proxy)
         client = self._actions.get(key)
         if client is None:
             client = ActionsClient(
@@ -86,9 +113,9 @@ class ClientPool:
                 credentials,
                 ca_bundle=ca_bundle,
                 metrics=self._metrics,
-                rest=self.get_rest(cfg, credentials, ca_bundle=ca_bundle),
+                rest=self.get_rest(cfg, credentials, ca_bundle=ca_bundle, proxy=proxy),
                 limits=self._limits,
-                **self._kw,  # type: ignore[arg-type]
+                **self._kwargs(ca_bundle, proxy, self._limits),  # type: ignore[arg-type]
             )
             self._actions[key] = client
         return client

@@ -15,9 +15,14 @@ How gharc differs from ARC, on purpose:
   (``minRunners > 0``), so the update stalled with jobs queued (ARC #4432). The ERS
   reconciler replaces idle runners; busy ones finish their job.
 - Desired and live specs are compared semantically (``env: []`` equals no ``env``).
-- An invalid spec (bad URL, missing or ambiguous secret, unknown runner group) is
-  reported in ``status`` and as a Warning event, then the reconciler waits for a change
-  instead of retrying hot; secrets are not watched, so those cases retry slowly.
+- An invalid spec (bad URL, missing or ambiguous secret, malformed App key, unknown runner
+  group, invalid proxy URL, a scale set name the service refuses) is reported in
+  ``status`` and as a Warning event, then the reconciler waits for a change instead of
+  retrying hot; secrets are not watched, so those cases retry slowly.
+- GitHub or the Kubernetes API failing a call made for the scale set (host unknown,
+  token revoked, manager Role missing: 403) sets condition ``ScaleSetReady`` False with
+  the reason, ``status.message`` and one Warning event per change of reason, and retries
+  with the work queue's backoff; the next success sets it True and clears the message.
 - Changing ``runnerGroup`` or ``githubConfigUrl`` renames the listener; the old one is
   deleted instead of orphaned (ARC §17.5).
 - The ARS itself is read from the API server (not the cache) at the start of each
@@ -38,10 +43,16 @@ from pydantic import ValidationError
 from gharc.api import schedule
 from gharc.api.scaleset import constants as c
 from gharc.api.scaleset.models import AutoscalingRunnerSetSpec
+from gharc.api.scaleset.scalesetname import scale_set_name_problem
 from gharc.controllers.scaleset import conditions as cond
-from gharc.controllers.scaleset import listenerpolicy
+from gharc.controllers.scaleset import failures, listenerpolicy
 from gharc.controllers.scaleset import listenerresources as lr
-from gharc.controllers.scaleset.credentials import ClientResolver, ConfigurationError, GitHubTarget
+from gharc.controllers.scaleset.credentials import (
+    ClientResolver,
+    ConfigurationError,
+    GitHubTarget,
+    proxy_problems,
+)
 from gharc.controllers.scaleset.events import NORMAL, WARNING, EventRecorder, emit
 from gharc.controllers.scaleset.labels import filter_and_merge_labels, merge_annotations
 from gharc.controllers.scaleset.options import ScaleSetOptions
@@ -82,7 +93,12 @@ CLEANUP_POLL = 5.0
 #: Retry interval for problems in objects nothing watches (Secrets, ConfigMaps).
 SLOW_RETRY = 60.0
 _SLOW_RETRY_REASONS = frozenset(
-    {"MissingGitHubConfigSecret", "InvalidGitHubConfigSecret", "InvalidGitHubServerTLS"}
+    {
+        "MissingGitHubConfigSecret",
+        "InvalidGitHubConfigSecret",
+        "InvalidGitHubServerTLS",
+        "InvalidProxy",
+    }
 )
 
 #: Keys of ``ERS.spec.ephemeralRunnerSpec`` this reconciler owns (others, such as
@@ -322,9 +338,8 @@ class AutoscalingRunnerSetReconciler:
             ars = await self._ensure_scale_set(ars, client)
         except ConfigurationError as err:
             return await self._report_invalid(ars, err)
-        except gh_errors.GitHubError as err:
-            await emit(self.recorder, ars, WARNING, "GitHubError", f"runner scale set: {err}")
-            raise  # transient or not, the work queue's backoff paces the retries
+        except failures.REPORTED as err:
+            return await self._report_failure(ars, *failures.describe(err))
 
         try:
             ers, ers_applied = await self._ensure_runner_set(ars)
@@ -386,6 +401,15 @@ class AutoscalingRunnerSetReconciler:
             parse_config_url(str(spec.get("githubConfigUrl") or ""))
         except InvalidConfigUrl as err:
             raise ConfigurationError("InvalidGitHubConfigUrl", str(err)) from None
+        problem = scale_set_name_problem(scale_set_name_of(ars))
+        if problem is not None:
+            field = "spec.runnerScaleSetName" if spec.get("runnerScaleSetName") else "metadata.name"
+            raise ConfigurationError(
+                "InvalidScaleSetName", f"{field} {problem}: GitHub refuses such a scale set name"
+            )
+        bad_proxy = proxy_problems(spec.get("proxy"))
+        if bad_proxy:
+            raise ConfigurationError("InvalidProxy", "; ".join(bad_proxy))
         if spec.get("scheduledOverrides"):
             try:
                 schedule.match_overrides(
@@ -437,7 +461,13 @@ class AutoscalingRunnerSetReconciler:
         status = ars.get("status") or {}
         message = f"{err.reason}: {err.message}"
         forbidden = err.message if err.reason == cond.REASON_FORBIDDEN else None
-        conditions = self._template_condition(ars, forbidden)
+        conditions = cond.set_condition(
+            self._template_condition(ars, forbidden),
+            cond.SCALE_SET_READY,
+            cond.FALSE,
+            err.reason,
+            err.message,
+        )
         reported = status.get("phase") == PHASE_FAILED and status.get("message") == message
         if not reported:
             log.warning(
@@ -454,6 +484,29 @@ class AutoscalingRunnerSetReconciler:
         if err.reason in _SLOW_RETRY_REASONS:
             return Result(requeue_after=SLOW_RETRY)
         return None  # the next change of the object brings us back
+
+    async def _report_failure(self, ars: JSON, reason: str, message: str) -> Result:
+        """GitHub or Kubernetes failed a call for this scale set: say so, retry with backoff.
+
+        One Warning event when the reason changes (each retry only logs); the status is
+        written only when reason or message changed, so a steady failure costs no writes.
+        """
+        status = ars.get("status") or {}
+        old = cond.find(status.get("conditions"), cond.SCALE_SET_READY)
+        if old is None or old.get("status") != cond.FALSE or old.get("reason") != reason:
+            await emit(self.recorder, ars, WARNING, reason, message)
+        else:
+            meta = ars["metadata"]
+            log.info("ARS %s/%s: %s", meta["namespace"], meta["name"], message)
+        conditions = cond.set_condition(
+            self._template_condition(ars, None), cond.SCALE_SET_READY, cond.FALSE, reason, message
+        )
+        want: JSON = {"message": f"{reason}: {message}", "conditions": conditions}
+        if status.get("phase") != c.PHASE_RUNNING:
+            want["phase"] = c.PHASE_PENDING
+        if any(status.get(k) != v for k, v in want.items()):
+            await self._patch_status(ars, want)
+        return Result(requeue=True)  # the work queue's per-key backoff paces the retries
 
     async def _patch_status(self, ars: JSON, patch: JSON) -> None:
         try:
@@ -730,7 +783,13 @@ class AutoscalingRunnerSetReconciler:
             want["message"] = f"listener: {listener.get('message') or listener.get('phase')}"
         elif status.get("message"):
             want["message"] = None
-        want["conditions"] = self._listener_condition(ars, listener)
+        want["conditions"] = cond.set_condition(
+            self._listener_condition(ars, listener),
+            cond.SCALE_SET_READY,
+            cond.TRUE,
+            cond.REASON_READY,
+            f"runner scale set {scale_set_id_of(ars)} exists in GitHub",
+        )
         if applied:
             want["observedGeneration"] = int(ars["metadata"].get("generation") or 0)
         if any(status.get(k) != v for k, v in want.items()):

@@ -59,3 +59,9 @@ def set_condition(
     if old is not None and all(old.get(k) == v for k, v in new.items()):
         return current
     return [*(x for x in current if x.get("type") != kind), new]
+
+#: AutoscalingRunnerSet: does its runner scale set exist in GitHub, reachable with its
+#: configuration? False says why (reason) and what (message): a configuration the user must
+#: fix, or GitHub or Kubernetes refusing or failing a call made for this scale set.
+SCALE_SET_READY = "ScaleSetReady"
+REASON_READY = "Ready"

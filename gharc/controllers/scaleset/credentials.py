@@ -5,6 +5,10 @@ Secrets are read uncached (the controller does not watch Secrets, as ARC does no
 of every Secret in the cluster would cost memory and RBAC for nothing), and the resulting
 client comes from one :class:`~gharc.github.pool.ClientPool`, so all objects of one scope and
 credential share an admin token, a connection pool and the REST cache.
+
+The scale set's ``spec.proxy`` (with its credential Secrets) is part of the target: the
+controller's own calls for a scale set go through the same proxy as its listener and
+runners, as ARC's do, and a proxy URL that cannot work is a :class:`ConfigurationError`.
 """
 
 from __future__ import annotations
@@ -14,11 +18,18 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import quote, urlsplit, urlunsplit
 
 from gharc.github.actions import ActionsClient
-from gharc.github.auth import CredentialsError, credentials_from_secret_data
+from gharc.github.auth import (
+    Credentials,
+    CredentialsError,
+    GitHubApp,
+    credentials_from_secret_data,
+)
 from gharc.github.config import InvalidConfigUrl
 from gharc.github.pool import ClientPool
+from gharc.github.proxy import InvalidProxyUrl, ProxySettings, check_proxy_url
 from gharc.kube.client import KubeClient
 from gharc.kube.errors import NotFound
 from gharc.kube.resources import CONFIG_MAPS, SECRETS
@@ -45,6 +56,7 @@ class GitHubTarget:
     config_url: str
     secret_name: str
     tls_config_map: Mapping[str, Any] | None = None
+    proxy: Mapping[str, Any] | None = None
 
     @classmethod
     def from_spec(cls, namespace: str, spec: Mapping[str, Any]) -> GitHubTarget:
@@ -54,7 +66,33 @@ class GitHubTarget:
             config_url=str(spec.get("githubConfigUrl") or ""),
             secret_name=str(spec.get("githubConfigSecret") or ""),
             tls_config_map=tls.get("configMapKeyRef"),
+            proxy=spec.get("proxy") or None,
         )
+
+
+def proxy_problems(proxy: Mapping[str, Any] | None) -> list[str]:
+    """What is wrong with ``spec.proxy`` (empty when it can work), by field path."""
+    problems = []
+    for kind in ("http", "https"):
+        server = (proxy or {}).get(kind)
+        if not server:
+            continue
+        url = str(server.get("url") or "")
+        try:
+            check_proxy_url(url)
+        except InvalidProxyUrl as err:
+            problems.append(f"spec.proxy.{kind}.url {err}")
+    return problems
+
+
+def _with_credentials(url: str, auth: tuple[str, str] | None) -> str:
+    """``url`` with ``user:password@`` (quoted), as ARC's ``ProxyServerConfig`` builds it."""
+    if auth is None:
+        return url
+    parts = urlsplit(url)
+    host = parts.netloc.rpartition("@")[2]
+    netloc = f"{quote(auth[0], safe='')}:{quote(auth[1], safe='')}@{host}"
+    return urlunsplit(parts._replace(netloc=netloc))
 
 
 class ClientResolver:
@@ -78,6 +116,7 @@ class ClientResolver:
         self.secret_ttl = secret_ttl
         self._clock = clock
         self._secrets: dict[tuple[str, str], tuple[float, dict[str, str]]] = {}
+        self._signing_keys_ok: set[str] = set()
 
     async def secret_data(self, namespace: str, name: str) -> dict[str, str]:
         """Decoded data of a Secret, read from the API server at most once per TTL."""
@@ -116,6 +155,58 @@ class ClientResolver:
             )
         return str(pem)
 
+    async def proxy_for(self, target: GitHubTarget) -> ProxySettings | None:
+        """``spec.proxy`` with the passwords of its credential Secrets, or None.
+
+        Secrets come from the target's namespace (never one the spec names), as for the
+        listener's and the runners' proxy Secrets.
+        """
+        proxy = target.proxy
+        if not proxy:
+            return None
+        problems = proxy_problems(proxy)
+        if problems:
+            raise ConfigurationError("InvalidProxy", "; ".join(problems))
+        urls: dict[str, str | None] = {}
+        for kind in ("http", "https"):
+            server = proxy.get(kind) or {}
+            if not server.get("url"):
+                urls[kind] = None
+                continue
+            urls[kind] = _with_credentials(
+                str(server["url"]), await self._proxy_auth(target, server)
+            )
+        return ProxySettings(
+            http=urls["http"],
+            https=urls["https"],
+            no_proxy=tuple(str(x) for x in proxy.get("noProxy") or ()),
+        )
+
+    async def _proxy_auth(
+        self, target: GitHubTarget, server: Mapping[str, Any]
+    ) -> tuple[str, str] | None:
+        ref = server.get("credentialSecretRef")
+        if not ref:
+            return None
+        try:
+            data = await self.secret_data(target.namespace, str(ref))
+        except NotFound:
+            raise ConfigurationError(
+                "InvalidProxy",
+                f"proxy credentialSecretRef {target.namespace}/{ref} does not exist",
+            ) from None
+        return data.get("username", ""), data.get("password", "")
+
+    def _check_signing_key(self, credentials: Credentials) -> None:
+        """Sign one JWT with a GitHub App key, once per key: a malformed key must show as
+        the scale set's configuration error, not as a traceback at the first GitHub call."""
+        if not isinstance(credentials, GitHubApp):
+            return
+        if credentials.identity in self._signing_keys_ok:
+            return
+        credentials.make_jwt(time.time())
+        self._signing_keys_ok.add(credentials.identity)
+
     async def client_for(self, target: GitHubTarget) -> ActionsClient:
         """The shared client for ``target``; :class:`ConfigurationError` when it cannot be."""
         if not target.config_url:
@@ -131,13 +222,15 @@ class ClientResolver:
             ) from None
         try:
             credentials = credentials_from_secret_data(data)
+            self._check_signing_key(credentials)
         except CredentialsError as err:
             raise ConfigurationError(
                 "InvalidGitHubConfigSecret",
                 f"githubConfigSecret {target.namespace}/{target.secret_name}: {err}",
             ) from None
         ca = await self.ca_bundle(target)
+        proxy = await self.proxy_for(target)
         try:
-            return self.pool.get(target.config_url, credentials, ca_bundle=ca)
+            return self.pool.get(target.config_url, credentials, ca_bundle=ca, proxy=proxy)
         except InvalidConfigUrl as err:
             raise ConfigurationError("InvalidGitHubConfigUrl", str(err)) from None

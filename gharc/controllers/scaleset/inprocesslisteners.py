@@ -90,7 +90,11 @@ def resolver_for(
         credentials = credentials_from_secret_data(
             {k: str(current[k]) for k in _CREDENTIAL_KEYS if current.get(k)}
         )
-        api = pool.get(cfg.configure_url, credentials, ca_bundle=cfg.server_root_ca or None)
+        # The scale set's spec.proxy, as a listener pod gets it through its proxy Secret.
+        proxy = await resolver.proxy_for(target)
+        api = pool.get(
+            cfg.configure_url, credentials, ca_bundle=cfg.server_root_ca or None, proxy=proxy
+        )
         gh = parse_config_url(cfg.configure_url)
         metrics = ListenerMetrics(
             name=cfg.ephemeral_runner_set_name,

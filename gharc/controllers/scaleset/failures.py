@@ -1,0 +1,50 @@
+"""From an error met while reconciling a scale set to the reason and message users see.
+
+Failures to reach GitHub or the Kubernetes API on behalf of a scale set are reported on
+the AutoscalingRunnerSet (condition ``ScaleSetReady``, ``status.message``, one Warning
+event per change of reason), not only in the controller's log, which tenants cannot read.
+
+Messages are stable from one attempt to the next (no request ids, no timestamps): a status
+write wakes the reconciler again, so a message that changed on every retry would turn the
+work queue's backoff into a hot loop.
+"""
+
+from __future__ import annotations
+
+from gharc.github import errors as gh
+from gharc.kube import errors as kube
+
+__all__ = ["REPORTED", "describe"]
+
+#: The errors :func:`describe` knows; anything else is a bug and keeps its traceback.
+REPORTED: tuple[type[BaseException], ...] = (gh.GitHubError, kube.Forbidden)
+
+_GITHUB_REASONS: tuple[tuple[type[gh.GitHubError], str], ...] = (
+    (gh.ConnectionFailed, "GitHubUnreachable"),
+    (gh.Unauthorized, "GitHubUnauthorized"),
+    (gh.RateLimited, "GitHubRateLimited"),
+    (gh.Forbidden, "GitHubForbidden"),
+    (gh.ServerError, "GitHubServerError"),
+    (gh.BadRequest, "GitHubRejected"),
+    (gh.MalformedResponse, "GitHubMalformedResponse"),
+)
+
+
+def _github_message(err: gh.GitHubError) -> str:
+    where = " ".join(p for p in (err.method, err.url) if p)
+    status = f" (HTTP {err.status})" if err.status is not None else ""
+    name = f" [{err.exception_name}]" if err.exception_name else ""
+    return f"{where}: {err.message}{name}{status}" if where else f"{err.message}{status}"
+
+
+def describe(err: BaseException) -> tuple[str, str]:
+    """``(reason, message)`` for one of :data:`REPORTED`."""
+    if isinstance(err, gh.GitHubError):
+        reason = next((r for cls, r in _GITHUB_REASONS if isinstance(err, cls)), "GitHubError")
+        return reason, f"GitHub: {_github_message(err)}"
+    if isinstance(err, kube.Forbidden):
+        return "KubernetesForbidden", (
+            f"Kubernetes API: {err.message} (is the controller's manager Role bound in "
+            f"this namespace?)"
+        )
+    return "KubernetesError", f"Kubernetes API: {type(err).__name__}"
