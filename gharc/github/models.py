@@ -10,6 +10,10 @@ or sends ``null`` (``runnerRequestId`` is ``0`` outside JobAvailable since mid-2
 client that rejects such a message stalls on it. A queue message whose body still cannot be
 read is marked :attr:`RunnerScaleSetMessage.malformed`, keeping its id so that the listener
 can delete it instead of having it redelivered forever.
+
+Validation errors never repeat their input (``hide_input_in_errors``): a malformed answer
+would otherwise put part of a queue token, JIT config or registration token into a log line,
+an event or a status message.
 """
 
 from __future__ import annotations
@@ -34,7 +38,9 @@ log = logging.getLogger("gharc.github.models")
 
 
 class _Camel(BaseModel):
-    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="ignore")
+    model_config = ConfigDict(
+        alias_generator=to_camel, populate_by_name=True, extra="ignore", hide_input_in_errors=True
+    )
 
     @model_validator(mode="before")
     @classmethod
@@ -50,7 +56,7 @@ class _Camel(BaseModel):
 
 
 class _Snake(BaseModel):
-    model_config = ConfigDict(populate_by_name=True, extra="ignore")
+    model_config = ConfigDict(populate_by_name=True, extra="ignore", hide_input_in_errors=True)
 
 
 # ---- Actions service -------------------------------------------------------------------
