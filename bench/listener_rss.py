@@ -52,7 +52,7 @@ if CLI:
 import gharc.listener.app
 took = time.perf_counter() - t
 rss = next(int(l.split()[1]) for l in open('/proc/self/status') if l.startswith('VmRSS'))
-heavy = ('jwt', 'cryptography', 'kubernetes_asyncio.client.models', 'rich', 'pygments')
+heavy = ('jwt', 'cryptography', 'kubernetes_asyncio.client.models.v1_pod', 'rich', 'pygments')
 heavy = [m for m in heavy if m in sys.modules]
 print(f'{took:.3f} {rss / 1024:.1f} {",".join(heavy) or "-"}')
 """

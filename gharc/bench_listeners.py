@@ -325,11 +325,11 @@ def _listener_cpu(results: list[RunResult]) -> list[str]:
             inproc.controller_cpu_run / inproc.jobs_started
             - pod.controller_cpu_run / pod.jobs_started
         ) * 1000
-        ratio = f"{pod_ms / in_ms:.1f}x lower" if in_ms > 0 else "not measurable (<= 0)"
+        ratio = f"{pod_ms / in_ms:.1f}" if in_ms > 0 else "not measurable (estimate <= 0)"
         lines.append(
             f"listener CPU per job at N={n}: pod mode {pod_ms:.1f} ms (listener processes); "
             f"in-process {in_ms:.1f} ms (estimate: controller InProcess - controller Pod): "
-            f"{ratio}"
+            f"pod / in-process = {ratio}"
         )
     return lines
 
