@@ -311,12 +311,50 @@ def _runner_pod_spec_template(runner: Mapping[str, Any]) -> JSON:
     return {"metadata": {}, "spec": pod_spec}
 
 
+#: Key of the registration token in a Runner's registration Secret.
+REGISTRATION_TOKEN_KEY = "token"
+#: Label on registration Secrets (its value: the Runner's name).
+LABEL_REGISTRATION_SECRET = "actions-runner-controller/registration-token-of"
+
+
+def registration_secret_name(runner_name: str) -> str:
+    """The Secret holding a Runner's registration token (``<runner>-registration``).
+
+    ARC kept the token in ``Runner.status`` and as a literal pod env value, so anyone who
+    could read Runners or pods could register a rogue runner for the token's hour; a
+    Secret is readable only by who may read Secrets.
+    """
+    return f"{runner_name}-registration"
+
+
+def registration_secret(runner: Mapping[str, Any], token: str) -> JSON:
+    """The registration Secret of ``runner``, owned by it (deleted with it)."""
+    meta = runner.get("metadata") or {}
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {
+            "name": registration_secret_name(str(meta["name"])),
+            "namespace": meta.get("namespace"),
+            "labels": {LABEL_REGISTRATION_SECRET: str(meta["name"])},
+            "ownerReferences": [owner_ref(runner)],
+        },
+        "type": "Opaque",
+        "stringData": {REGISTRATION_TOKEN_KEY: token},
+    }
+
+
 def new_runner_pod(runner: Mapping[str, Any], options: LegacyOptions) -> JSON:
-    """The pod of a Runner (ARC ``newPod``): named like the runner, restartPolicy Never."""
+    """The pod of a Runner (ARC ``newPod``): named like the runner, restartPolicy Never.
+
+    ``RUNNER_TOKEN`` comes from the runner's registration Secret (``secretKeyRef``),
+    never as a literal value.
+    """
     meta = runner.get("metadata") or {}
     spec = runner.get("spec") or {}
     name = str(meta["name"])
-    token = str(((runner.get("status") or {}).get("registration") or {}).get("token") or "")
+    # The token's expiry stands for the token in the hash: a new token is a new pod spec.
+    token = str(((runner.get("status") or {}).get("registration") or {}).get("expiresAt") or "")
     rlabels = {k: v for k, v in (meta.get("labels") or {}).items()}
     rannotations = dict(meta.get("annotations") or {})
     hash_input = {
@@ -348,7 +386,16 @@ def new_runner_pod(runner: Mapping[str, Any], options: LegacyOptions) -> JSON:
         pod_spec["initContainers"] = copy.deepcopy(spec["initContainers"])
     pod_spec["restartPolicy"] = "Never"
     runner_ctr = next(x for x in pod_spec["containers"] if x.get("name") == c.CONTAINER_RUNNER)
-    set_runner_identity(runner_ctr, name, token)
+    set_runner_identity(
+        runner_ctr,
+        name,
+        {
+            "secretKeyRef": {
+                "name": registration_secret_name(name),
+                "key": REGISTRATION_TOKEN_KEY,
+            }
+        },
+    )
     pod["apiVersion"], pod["kind"] = "v1", "Pod"
     pod["metadata"].update(
         {
@@ -360,13 +407,17 @@ def new_runner_pod(runner: Mapping[str, Any], options: LegacyOptions) -> JSON:
     return pod
 
 
-def set_runner_identity(container: JSON, name: str, token: str) -> None:
-    """``RUNNER_NAME`` and ``RUNNER_TOKEN``, unless the user already set them."""
+def set_runner_identity(container: JSON, name: str, token: str | JSON) -> None:
+    """``RUNNER_NAME`` and ``RUNNER_TOKEN`` (a value, or a ``valueFrom`` source), unless the
+    user already set them."""
     env = container.setdefault("env", [])
     if not _has_env(container, "RUNNER_NAME"):
         env.append(_env("RUNNER_NAME", name))
     if not _has_env(container, "RUNNER_TOKEN"):
-        env.append(_env("RUNNER_TOKEN", token))
+        if isinstance(token, str):
+            env.append(_env("RUNNER_TOKEN", token))
+        else:
+            env.append({"name": "RUNNER_TOKEN", "valueFrom": token})
 
 
 def inject_registration_token(pod: JSON, token: str, expires_at: str) -> bool:

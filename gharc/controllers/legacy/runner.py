@@ -4,6 +4,12 @@ The Runner never recreates a completed pod: the parent RunnerReplicaSet deletes 
 Runners and creates fresh ones (4.6), which keeps "one Runner = one GitHub registration".
 Unregistration is not done here but by the runner-pod finalizer (``runnerpod.py``), so it
 also happens when someone deletes the pod directly.
+
+The registration token lives in the Runner's own Secret (``<runner>-registration``, owned
+by the Runner and deleted with it), which the pod reads through ``secretKeyRef``; the
+Runner's status keeps only the token's scope and expiry. ARC put the token itself in
+``status.registration.token`` and in the pod spec, readable by anyone who may read Runners
+or pods, who could then register a runner of their own for an hour.
 """
 
 from __future__ import annotations
@@ -16,27 +22,32 @@ from gharc.api.legacy import constants as c
 from gharc.controllers.legacy import pods as p
 from gharc.controllers.legacy.githubclients import LegacyGitHub, RunnerScope, ScopeError
 from gharc.controllers.legacy.options import LegacyOptions
-from gharc.controllers.legacy.resources import PodBuildError, new_runner_pod
+from gharc.controllers.legacy.resources import (
+    PodBuildError,
+    new_runner_pod,
+    registration_secret,
+    registration_secret_name,
+)
 from gharc.github.errors import GitHubError
 from gharc.kube import errors
 from gharc.kube.client import KubeClient
 from gharc.kube.events import NORMAL, WARNING, EventRecorder
 from gharc.kube.finalizers import add_finalizer, remove_finalizer
 from gharc.kube.reconcile import Request, Result
-from gharc.kube.resources import PODS, RUNNERS
+from gharc.kube.resources import PODS, RUNNERS, SECRETS
 
 log = logging.getLogger(__name__)
 JSON = dict[str, Any]
 
 
 def is_registerable(runner: Mapping[str, Any], now: Any) -> bool:
-    """ARC ``IsRegisterable``: a cached token for this repository that has not expired."""
+    """ARC ``IsRegisterable``: a token for this repository that has not expired (the token
+    itself is in the registration Secret, whose presence the reconciler checks)."""
     spec = runner.get("spec") or {}
     reg = (runner.get("status") or {}).get("registration") or {}
     expires = p.parse_time(reg.get("expiresAt"))
     return (
         (reg.get("repository") or "") == (spec.get("repository") or "")
-        and bool(reg.get("token"))
         and expires is not None
         and expires >= now
     )
@@ -91,6 +102,12 @@ class RunnerReconciler:
             # the graceful stop), then let the Runner go at once as ARC does.
             if pod is not None and not p.is_deleting(pod):
                 await self.kube.delete(PODS, pod, missing_ok=True)
+            await self.kube.delete(
+                SECRETS,
+                registration_secret_name(request.name),
+                namespace=request.namespace,
+                missing_ok=True,
+            )
             try:
                 await remove_finalizer(self.kube, RUNNERS, runner, c.FINALIZER_RUNNER)
             except errors.NotFound:
@@ -108,7 +125,7 @@ class RunnerReconciler:
 
     async def _create_pod(self, runner: JSON) -> Result | None:
         now = self.options.clock()
-        if not is_registerable(runner, now):
+        if not is_registerable(runner, now) or not await self._has_token_secret(runner):
             return await self._update_registration_token(runner)
         try:
             pod = new_runner_pod(runner, self.options)
@@ -121,6 +138,30 @@ class RunnerReconciler:
             return None  # informer lag
         self._event(runner, NORMAL, "PodCreated", f"Created pod '{pod['metadata']['name']}'")
         return None
+
+    async def _has_token_secret(self, runner: JSON) -> bool:
+        meta = runner["metadata"]
+        try:
+            await self.kube.get(
+                SECRETS, registration_secret_name(meta["name"]), namespace=meta["namespace"]
+            )
+        except errors.NotFound:
+            return False
+        return True
+
+    async def _store_token(self, runner: JSON, token: str) -> None:
+        """Create or replace the registration Secret with ``token``."""
+        secret = registration_secret(runner, token)
+        try:
+            await self.kube.create(SECRETS, secret)
+        except errors.AlreadyExists:
+            meta = secret["metadata"]
+            await self.kube.merge_patch(
+                SECRETS,
+                meta["name"],
+                {"stringData": secret["stringData"]},
+                namespace=meta["namespace"],
+            )
 
     async def _update_registration_token(self, runner: JSON) -> Result | None:
         spec = runner.get("spec") or {}
@@ -141,11 +182,12 @@ class RunnerReconciler:
                 "runner %s/%s: registration token: %s", meta["namespace"], meta["name"], err
             )
             return Result(requeue_after=self.options.token_error_retry_delay.total_seconds())
+        await self._store_token(runner, token.token)
         registration = {
             "organization": spec.get("organization") or "",
             "repository": spec.get("repository") or "",
             "labels": list(spec.get("labels") or []),
-            "token": token.token,
+            "token": None,  # never here (see the module docstring); drops an ARC-era value
             "expiresAt": p.rfc3339(token.expires_at),
         }
         await self.kube.patch_status(RUNNERS, runner, {"status": {"registration": registration}})

@@ -154,7 +154,9 @@ async def test_queued_jobs_scale_a_runner_deployment_through_its_hra(running: Ru
     env = {e["name"]: e.get("value") for e in pods[0]["spec"]["containers"][0]["env"]}
     assert env["RUNNER_ORG"] == DEFAULT_ORG
     assert env["GITHUB_URL"] == w.gh.url + "/"  # the fake is the GHES of --github-url
-    assert env["RUNNER_TOKEN"]  # a registration token the controller fetched
+    [token] = [e for e in pods[0]["spec"]["containers"][0]["env"] if e["name"] == "RUNNER_TOKEN"]
+    # A registration token the controller fetched, in the runner's Secret (not the spec).
+    assert token["valueFrom"]["secretKeyRef"]["name"].endswith("-registration")
 
     async def all_completed() -> bool:
         return all(w.gh.state.jobs[j.request_id].status == "completed" for j in jobs)

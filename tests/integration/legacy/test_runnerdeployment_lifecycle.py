@@ -3,6 +3,7 @@ fake GitHub and simulated legacy runners (legacy.md 4.1-4.6, behaviours B5 and B
 
 from __future__ import annotations
 
+import base64
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -10,7 +11,7 @@ import pytest
 from _legacy_runner_world import World, until, world_fixture
 
 from gharc.api.legacy import constants as c
-from gharc.kube.resources import RUNNER_DEPLOYMENTS
+from gharc.kube.resources import RUNNER_DEPLOYMENTS, RUNNERS, SECRETS
 from gharc.sim.github import DEFAULT_ORG
 
 pytestmark = pytest.mark.cluster
@@ -51,7 +52,15 @@ async def test_a_deployment_of_two_creates_two_runners_and_pods_with_the_runner_
         assert env["GITHUB_URL"] == world.gh.url + "/"
         assert env["RUNNER_WORKDIR"] == "/runner/_work"
         assert env["DOCKER_HOST"] == "unix:///run/docker.sock"
-        assert env["RUNNER_TOKEN"] in tokens
+        # The token is in the runner's own Secret, not in the pod spec nor Runner status.
+        assert env["RUNNER_TOKEN"] == ""
+        [ctr] = [x for x in pod["spec"]["containers"] if x["name"] == "runner"]
+        [ref] = [e["valueFrom"]["secretKeyRef"] for e in ctr["env"] if e["name"] == "RUNNER_TOKEN"]
+        secret = await world.kube.get(SECRETS, ref["name"], namespace=world.namespace)
+        assert base64.b64decode(secret["data"][ref["key"]]).decode() in tokens
+        assert secret["metadata"]["ownerReferences"][0]["kind"] == "Runner"
+        runner = await world.kube.get(RUNNERS, name, namespace=world.namespace)
+        assert "token" not in runner["status"]["registration"]
         assert [x["name"] for x in pod["spec"]["containers"]] == ["runner", "docker"]
         assert pod["spec"]["restartPolicy"] == "Never"
         assert c.FINALIZER_RUNNER_POD in pod["metadata"]["finalizers"]
@@ -116,6 +125,17 @@ async def test_scale_down_drains_the_oldest_runner_and_keeps_the_newest(world: W
 
     [kept] = await until(drained, timeout=30, message="scale down to 1")
     assert kept["metadata"]["name"] == newest["metadata"]["name"]
+
+    async def secrets_follow_runners() -> bool:
+        secrets = await world.kube.list(SECRETS, namespace=world.namespace)
+        names = {x["metadata"]["name"] for x in secrets}
+        return f"{first['metadata']['name']}-registration" not in names
+
+    # The drained runner's registration Secret went with it (no garbage collector here).
+    await until(secrets_follow_runners, timeout=30, message="registration Secret deleted")
+    assert await world.kube.get(
+        SECRETS, f"{kept['metadata']['name']}-registration", namespace=world.namespace
+    )
 
 
 async def test_a_busy_runner_survives_scale_down_until_its_job_completes(world: World) -> None:

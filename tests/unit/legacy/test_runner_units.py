@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import json
 from typing import Any
 
 import pytest
@@ -71,7 +72,11 @@ def test_the_runner_pod_env_follows_arcs_order_after_the_user_env() -> None:
     assert env["RUNNER_LABELS"] == "a,b"
     assert env["RUNNER_EPHEMERAL"] == "true"
     assert env["GITHUB_URL"] == "https://github.com/"
-    assert env["RUNNER_TOKEN"] == "TOKEN"
+    [ctr] = [x for x in pod["spec"]["containers"] if x["name"] == "runner"]
+    [token] = [e for e in ctr["env"] if e["name"] == "RUNNER_TOKEN"]
+    # Never a literal: whoever may read pods must not be able to register a runner.
+    assert "value" not in token and "\"TOKEN\"" not in json.dumps(pod)
+    assert token["valueFrom"] == {"secretKeyRef": {"name": "r-1-registration", "key": "token"}}
     docker = dict(_env(pod, "docker"))
     assert docker["DOCKER_GROUP_GID"] == "1001"
     assert pod["spec"]["restartPolicy"] == "Never"
