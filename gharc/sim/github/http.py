@@ -9,8 +9,11 @@ Handlers raise :class:`StateError`; which dialect renders it depends on the rout
 from __future__ import annotations
 
 import asyncio
+import base64
+import binascii
 import json
 import logging
+import re
 import uuid
 from collections import Counter
 from collections.abc import Awaitable, Callable
@@ -34,6 +37,18 @@ STATE_KEY = web.AppKey("state", FakeGitHubState)
 FAULTS_KEY = web.AppKey("faults", FaultTable)
 CallKey = tuple[str, str, int]
 CALLS_KEY: web.AppKey[Counter[CallKey]] = web.AppKey("calls", Counter)
+
+
+class SlashTolerantRouter(web.UrlDispatcher):
+    """Routes ``/a//b`` as ``/a/b``: the service URL ends with a slash and ARC's older client
+    appends ``/_apis/...`` to it, which GitHub's service accepts."""
+
+    async def resolve(self, request: web.Request) -> web.UrlMappingMatchInfo:
+        path = request.rel_url.path
+        if "//" in path:
+            merged = re.sub("/{2,}", "/", path)
+            request = request.clone(rel_url=request.rel_url.with_path(merged))
+        return await super().resolve(request)
 
 
 def is_actions_route(path: str) -> bool:
@@ -97,6 +112,15 @@ def bearer(request: web.Request, scheme: str = "Bearer") -> str:
         return header[len(prefix) :].strip()
     if scheme == "Bearer" and header.lower().startswith("token "):
         return header[6:].strip()
+    if scheme == "Bearer" and header.lower().startswith("basic "):
+        # GitHub takes a PAT as the password of Basic auth; ARC's older client sends it so.
+        try:
+            decoded = base64.b64decode(header[6:].strip(), validate=True).decode()
+        except (binascii.Error, UnicodeDecodeError):
+            decoded = ""
+        password = decoded.partition(":")[2]
+        if password:
+            return password
     raise StateError(401, "Requires authentication" if not header else "Bad credentials")
 
 

@@ -16,6 +16,7 @@ import contextlib
 import fnmatch
 import logging
 import socket
+import warnings
 from collections import Counter
 from typing import Any
 
@@ -27,6 +28,7 @@ from gharc.sim.github.http import (
     CALLS_KEY,
     FAULTS_KEY,
     STATE_KEY,
+    SlashTolerantRouter,
     error_middleware,
     headers_middleware,
 )
@@ -41,7 +43,13 @@ DEFAULT_TOKEN = "ghp_gharcFakeDefaultToken0000000000000000"
 
 
 def make_app(state: FakeGitHubState, faults: FaultTable | None = None) -> web.Application:
-    app = web.Application(middlewares=[headers_middleware, error_middleware])
+    with warnings.catch_warnings():
+        # NB: aiohttp 3 deprecates passing a router (pinned <4); a middleware runs only
+        # after routing, and redirecting instead would not be what the service does.
+        warnings.simplefilter("ignore", DeprecationWarning)
+        app = web.Application(
+            router=SlashTolerantRouter(), middlewares=[headers_middleware, error_middleware]
+        )
     app[STATE_KEY] = state
     app[FAULTS_KEY] = faults or FaultTable()
     app[CALLS_KEY] = Counter()
