@@ -82,7 +82,7 @@ class ControllerArgs:
     listener_image: str = "ghcr.io/gharc/gharc:latest"
     listener_command: tuple[str, ...] = ("gharc", "listener")
     auto_scaling_runner_set_only: bool = True
-    metrics_addr: str = ":8080"
+    metrics_addr: str = "0"  # off unless asked for, as in ARC's chart
     health_probe_bind_address: str = ""
     enable_leader_election: bool = False
     leader_election_id: str = "actions-runner-controller"
@@ -149,7 +149,11 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="Run scale set mode (actions.github.com). Without it: legacy mode.",
     )
-    add("--metrics-addr", default=":8080", help='Metrics bind address; "0" disables.')
+    add(
+        "--metrics-addr",
+        default="0",
+        help='Metrics bind address, e.g. ":8080"; "0" (the default, as ARC\'s chart) disables.',
+    )
     add(
         "--health-probe-bind-address",
         default="",

@@ -65,7 +65,8 @@ def test_controller_args_are_accepted_by_the_controller(helm: Helm) -> None:
     assert args.auto_scaler_image_pull_secrets == ("regcred",)
     assert args.exclude_label_propagation_prefixes == ("argocd.argoproj.io/",)
     assert args.runner_max_concurrent_reconciles == 8
-    assert args.metrics_addr == ":8080"
+    assert args.metrics_addr == "0"  # off by default, as ARC's chart
+    assert args.listener_metrics_addr == "0"
     assert args.listener_metrics_endpoint == "/metrics"
     assert args.log_level == "debug"
 
@@ -102,11 +103,15 @@ def test_default_pod_is_non_root_and_read_only(helm: Helm) -> None:
 
 
 def test_metrics_service_follows_metrics_addr(helm: Helm) -> None:
-    svc = one(render(helm, "controller-default"), "Service")
-    assert svc["spec"]["ports"][0]["port"] == 8080
-    off = render(helm, "controller-default", metrics={"controllerManagerAddr": "0"})
+    off = render(helm, "controller-default")  # ARC's chart has metrics off by default
     assert not [d for d in off if d["kind"] == "Service"]
     assert "--metrics-addr=0" in manager(off)["args"]
+    assert "--listener-metrics-addr=0" in manager(off)["args"]
+    on = render(helm, "controller-default", metrics={"controllerManagerAddr": ":8080"})
+    svc = one(on, "Service")
+    assert svc["spec"]["ports"][0]["port"] == 8080
+    # Health probes stay on: the kubelet reaches them on the pod IP, not on loopback.
+    assert "--health-probe-bind-address=:8081" in manager(off)["args"]
 
 
 def test_watch_single_namespace_has_no_cluster_rights(helm: Helm) -> None:

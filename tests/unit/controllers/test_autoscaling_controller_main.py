@@ -71,3 +71,13 @@ def test_arc_flags_and_env() -> None:
     assert (opts.log_level, opts.log_format) == ("info", "json")
     assert opts.runner_max_concurrent_reconciles == 4
     assert opts.build_version == "dev"
+
+
+def test_metrics_are_off_unless_an_address_is_given() -> None:
+    """As ARC's chart: nothing listens on the pod's address for metrics by default."""
+    from gharc.controllers.main import ControllerArgs, parse_args
+
+    env = {"CONTROLLER_MANAGER_POD_NAMESPACE": "arc-systems"}
+    args = parse_args(["--auto-scaling-runner-set-only"], env)
+    assert args.metrics_addr == "0" and args.health_probe_bind_address == ""
+    assert ControllerArgs(controller_namespace="x").metrics_addr == "0"
