@@ -7,6 +7,7 @@ quoted in its public issues, as summarised in actions-service-api.md section 9.
 
 from __future__ import annotations
 
+import base64
 import json
 from typing import Any
 
@@ -206,3 +207,22 @@ async def test_quirks_switch_over_the_control_api(raw: Raw, gh: FakeGitHubServer
     st = gh.state
     assert (st.reassign_times, st.lagging_statistics, st.skip_acquire) == (3, True, True)
     assert st.zero_request_ids and st.queue_url_query == "a=1"
+
+
+async def test_a_pat_as_basic_auth_and_a_doubled_slash_are_accepted(
+    raw: Raw, gh: FakeGitHubServer
+) -> None:
+    # ARC's former client (github/actions/client.go, v0.27) sends a PAT as Basic auth and
+    # builds the acquire URL as "<service URL>/_apis/...", the service URL ending with "/".
+    basic = base64.b64encode(f"github:{gh.token}".encode()).decode()
+    r = await raw.http.post(
+        f"{gh.url}/api/v3/orgs/octo-org/actions/runners/registration-token",
+        headers={"Authorization": f"Basic {basic}"},
+    )
+    assert r.status_code == 201
+    assert raw.service.endswith("/")
+    r = await raw.http.get(
+        f"{raw.service}/_apis/runtime/runnergroups/?groupName=Default&api-version=6.0-preview",
+        headers={"Authorization": f"Bearer {raw.admin}"},
+    )
+    assert r.status_code == 200 and r.json()["count"] == 1
