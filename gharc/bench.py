@@ -60,6 +60,10 @@ class BenchOptions:
     progress: bool = True
     listener_mode: str = "InProcess"
     """The controller's ``--listener-mode``: listeners in its process, or one pod each."""
+    burst: int = 400
+    """After the job stream: runner pods requested at once (0: skip; gharc.bench_controller)."""
+    idle_samples: int = 10
+    """After the job stream: single-replica patches on an idle set, timed to their pod."""
 
 
 # -- process readings -------------------------------------------------------------------
@@ -221,6 +225,7 @@ class Bench:
                 cpu0 = proc_cpu_seconds(pid)
                 listeners = _listener_cpu()
                 kube0 = await world.kube_calls()
+                callers0 = await self._caller_calls(world)
                 gh.reset_calls()
                 stop = asyncio.Event()
                 assert world.api is not None
@@ -245,12 +250,63 @@ class Bench:
                 self.report.kube_calls = {
                     k: v - kube0.get(k, 0) for k, v in kube1.items() if v - kube0.get(k, 0)
                 }
+                self._listener_calls(callers0, await self._caller_calls(world))
                 self._collect(world)
+                await self._controller_phases(world, names[0])
         summary = self.summary()
         if opts.out is not None:
             opts.out.mkdir(parents=True, exist_ok=True)
             (opts.out / "bench.json").write_text(json.dumps(summary, indent=1))
         return summary
+
+    @staticmethod
+    async def _caller_calls(world: Any) -> dict[str, dict[str, int]]:
+        from gharc.bench_controller import caller_calls
+
+        return await caller_calls(f"http://127.0.0.1:{world.metrics_port}/metrics")
+
+    def _listener_calls(self, before: dict[str, Any], after: dict[str, Any]) -> None:
+        """The in-process listeners' share of the controller's calls (by verb/resource)."""
+        b, a = before.get("listener", {}), after.get("listener", {})
+        self.extra["listener_kube_calls"] = {
+            k: v - b.get(k, 0) for k, v in sorted(a.items()) if v - b.get(k, 0)
+        }
+
+    async def _controller_phases(self, world: Any, namespace: str) -> None:
+        """Idle patch -> pod latency, then the 0 -> N burst (gharc.bench_controller)."""
+        from gharc import bench_controller as bc
+        from gharc.kube.client import KubeClient
+
+        opts = self.opts
+        if not (opts.burst or opts.idle_samples):
+            return
+        kube = KubeClient(world.api)
+        timeline, stop = Timeline(), asyncio.Event()
+        watches = [
+            asyncio.create_task(_watch(world.api, timeline, kind, stop))
+            for kind in ("ephemeralrunners", "pods")
+        ]
+        try:
+            await bc.make_runner_set(kube, namespace, namespace)
+            await asyncio.sleep(2)  # the watch is up, the new set reconciled
+            if opts.idle_samples:
+                self._say(f"idle: {opts.idle_samples} single-replica patches")
+                idle = await bc.idle_latency(kube, timeline, namespace, samples=opts.idle_samples)
+                self.extra["idle_patch_to_pod_s"] = idle
+            if opts.burst:
+                self._say(f"burst: 0 -> {opts.burst} runner pods at once")
+                pid = world.controller_pid
+                cpu0 = proc_cpu_seconds(pid) if pid else 0.0
+                out = await bc.burst(kube, timeline, namespace, count=opts.burst)
+                if pid:
+                    out["controller_cpu_s"] = round(proc_cpu_seconds(pid) - cpu0, 2)
+                    out["controller_peak_rss_mib"] = round(proc_peak_rss_mib(pid), 1)
+                self.extra["burst"] = out
+        finally:
+            stop.set()
+            for task in watches:
+                task.cancel()
+            await asyncio.gather(*watches, return_exceptions=True)
 
     def _listener_readings(self, before: dict[int, float]) -> None:
         """CPU and peak RSS of the listener processes (pod mode), summed."""
@@ -363,6 +419,10 @@ class Bench:
         s = self.report.summary()
         n = max(1, len(self.report.jobs))
         s["kube_calls_per_job"] = round(sum(self.report.kube_calls.values()) / n, 2)
+        listener = self.extra.get("listener_kube_calls") or {}
+        s["kube_calls_per_job_without_listeners"] = round(
+            (sum(self.report.kube_calls.values()) - sum(listener.values())) / n, 2
+        )
         s["github_calls_per_job_total"] = round(sum(self.report.github_calls.values()) / n, 3)
         s.update(self.extra)
         return s
@@ -371,10 +431,25 @@ class Bench:
         s = self.summary()
         lines = [self.report.text()]
         lines.append(f"Kubernetes API calls per job: {s['kube_calls_per_job']}")
+        n = max(1, s.get("jobs") or 0)
+        listener = s.get("listener_kube_calls") or {}
+        if listener:
+            lines.append(
+                "  of which the in-process listeners': "
+                + ", ".join(f"{k} {v / n:.2f}" for k, v in listener.items())
+            )
+        lines.append(
+            "Kubernetes API calls per job without the listeners' calls: "
+            f"{s['kube_calls_per_job_without_listeners']}"
+        )
         lines.append(f"GitHub calls per job (all endpoints): {s['github_calls_per_job_total']}")
         for key in ("setup_seconds", "run_seconds", "controller_cpu_seconds"):
             lines.append(f"{key}: {s.get(key)}")
         lines.append(f"controller peak RSS: {s.get('controller_peak_rss_mib')} MiB")
+        if "idle_patch_to_pod_s" in s:
+            lines.append(f"idle: listener patch -> pod created (s): {s['idle_patch_to_pod_s']}")
+        if "burst" in s:
+            lines.append(f"burst: 0 -> N runner pods requested at once: {s['burst']}")
         if "listener_processes" in s:
             lines.append(
                 f"listener processes: {s['listener_processes']}, CPU "

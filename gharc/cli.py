@@ -169,6 +169,12 @@ def bench(
     idle_seconds: float = typer.Option(
         15.0, help="listeners suite: warm-up idle before the RSS reading."
     ),
+    burst: int = typer.Option(
+        400, help="jobs suite: runner pods requested at once after the job stream (0: skip)."
+    ),
+    idle_samples: int = typer.Option(
+        10, help="jobs suite: single-replica patches timed to their pod when idle (0: skip)."
+    ),
 ) -> None:
     """Benchmark the whole system: pickup latency, runners and API calls per job, CPU, RSS."""
     from pathlib import Path
@@ -215,6 +221,8 @@ def bench(
         timeout=timeout,
         out=Path(out) if out else None,
         listener_mode=listener_mode,
+        burst=burst,
+        idle_samples=idle_samples,
     )
     raise typer.Exit(run(options))
 

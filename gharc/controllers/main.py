@@ -566,6 +566,7 @@ async def run_controller(
             github_transport=github_transport,
         )
         return
+    from gharc.controllers.scaleset.cacheselectors import cache_selectors, cache_transforms
     from gharc.controllers.scaleset.credentials import ClientResolver
     from gharc.controllers.scaleset.metrics import ControllerMetrics
     from gharc.controllers.scaleset.options import LISTENER_MODE_IN_PROCESS
@@ -584,12 +585,14 @@ async def run_controller(
             handle_signals=handle_signals,
             election_namespace=args.leader_election_namespace or args.controller_namespace,
             namespaces=scopes,
+            label_selectors=cache_selectors(),
+            transforms=cache_transforms(),
         )
         metrics = ControllerMetrics(manager.registry)
         host = None
         if options.listener_mode == LISTENER_MODE_IN_PROCESS:
             host = ListenerHost(
-                kube,
+                kube.for_caller("listener"),
                 identity=socket.gethostname() or "gharc-controller",
                 ladder=options.listener_failure_backoff,
             )

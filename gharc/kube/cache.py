@@ -23,7 +23,7 @@ from typing import Any
 
 from gharc.kube.client import KubeClient, Reader
 from gharc.kube.errors import NotFound
-from gharc.kube.informer import Informer
+from gharc.kube.informer import Informer, Transform, strip_managed_fields
 from gharc.kube.labels import Selector
 from gharc.kube.reflector import WatchSettings
 from gharc.kube.resources import Resource
@@ -32,7 +32,9 @@ from gharc.kube.store import IndexFunc, copy_object
 __all__ = ["Cache", "CacheNotStarted"]
 
 JSON = dict[str, Any]
-InformerKey = tuple[Resource, str | None, str | None]
+Selectors = str | tuple[str, ...]
+"""A label selector, or several: objects matching any of them (see Informer)."""
+InformerKey = tuple[Resource, str | None, Selectors | None]
 
 
 class CacheNotStarted(RuntimeError):
@@ -55,7 +57,11 @@ class Cache(Reader):
     * ``namespaces`` - watch only these namespaces (one store per kind, one list+watch per
       namespace), for controllers whose RBAC is namespaced.
     * ``label_selectors`` - per-resource server-side selectors, to cache only our objects
-      (e.g. pods labelled by gharc, not every pod in the cluster).
+      (e.g. pods labelled by gharc, not every pod in the cluster); a tuple caches the
+      objects matching any of its selectors.
+    * ``transforms`` - per-resource functions applied to every object before it is cached
+      (controller-runtime's ``DefaultTransform``/``ByObject.Transform``): drop what no
+      reconciler reads. The default drops ``managedFields`` only.
     * ``settings`` - list/watch timeouts and backoff for every informer.
     """
 
@@ -65,7 +71,8 @@ class Cache(Reader):
         *,
         namespace: str | None = None,
         namespaces: Sequence[str] = (),
-        label_selectors: Mapping[Resource, str] | None = None,
+        label_selectors: Mapping[Resource, Selectors] | None = None,
+        transforms: Mapping[Resource, Transform] | None = None,
         settings: WatchSettings | None = None,
     ) -> None:
         self.client = client
@@ -75,6 +82,7 @@ class Cache(Reader):
         self.namespace = namespace
         self.namespaces = scopes
         self.label_selectors = dict(label_selectors or {})
+        self.transforms = dict(transforms or {})
         self.settings = settings
         self._informers: dict[InformerKey, Informer] = {}
         self._started = False
@@ -85,7 +93,7 @@ class Cache(Reader):
         resource: Resource,
         *,
         namespace: str | None = None,
-        label_selector: str | None = None,
+        label_selector: Selectors | None = None,
     ) -> Informer:
         """The shared informer for ``resource`` (created, and started if the cache runs).
 
@@ -109,6 +117,7 @@ class Cache(Reader):
                 namespaces=scopes,
                 label_selector=selector,
                 settings=self.settings,
+                transform=self.transforms.get(resource, strip_managed_fields),
             )
             self._informers[key] = informer
             if self._started:

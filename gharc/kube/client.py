@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import builtins
 import collections
+import copy
 import json
 import logging
 import time
@@ -129,6 +130,17 @@ class KubeClient(Reader):
         self._owns = owns_api_client
         self.request_counts: collections.Counter[tuple[str, str, str]] = collections.Counter()
         """Requests made by *this* client by (verb, resource, code); tests and the demo read it."""
+        self.caller = ""
+        """Set on a :meth:`for_caller` view: its requests are also counted under this name."""
+
+    def for_caller(self, caller: str) -> KubeClient:
+        """A view of this client (same session, rate limit and counters) whose requests are
+        also counted in ``gharc_kube_api_requests_by_caller_total{caller=...}``: so the
+        listeners hosted in the controller process can be told apart from its reconcilers."""
+        view = copy.copy(self)
+        view.caller = caller
+        view._owns = False
+        return view
 
     @classmethod
     async def from_config(
@@ -173,6 +185,10 @@ class KubeClient(Reader):
     def _count(self, verb: str, label: str, code: str, began: float) -> None:
         self.request_counts[(verb, label, code)] += 1
         metrics.API_REQUESTS.labels(verb=verb, resource=label, code=code).inc()
+        if self.caller:
+            metrics.API_REQUESTS_BY_CALLER.labels(
+                caller=self.caller, verb=verb, resource=label
+            ).inc()
         metrics.API_REQUEST_DURATION.labels(verb=verb, resource=label).observe(
             time.monotonic() - began
         )

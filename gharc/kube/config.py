@@ -22,7 +22,14 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 import aiohttp
-from kubernetes_asyncio import client, config
+
+from gharc.kube import leanimport
+
+leanimport.install()  # before the first kubernetes_asyncio import: see its docstring
+
+import kubernetes_asyncio.config as config  # noqa: E402
+from kubernetes_asyncio.client.api_client import ApiClient  # noqa: E402
+from kubernetes_asyncio.client.configuration import Configuration  # noqa: E402
 
 __all__ = ["environment_proxy", "load_configuration", "new_api_client"]
 
@@ -39,13 +46,13 @@ async def load_configuration(
     context: str | None = None,
     in_cluster: bool | None = None,
     pool_size: int = 100,
-) -> client.Configuration:
+) -> Configuration:
     """Load a Configuration without touching the library's process-wide default.
 
     ``in_cluster=None`` picks in-cluster config when no kubeconfig is given (neither as an
     argument nor in ``$KUBECONFIG``) and the pod's service account token exists.
     """
-    cfg = client.Configuration()
+    cfg = Configuration()
     path = kubeconfig or os.environ.get("KUBECONFIG")
     if in_cluster is None:
         in_cluster = not path and "KUBERNETES_SERVICE_HOST" in os.environ and _has_token()
@@ -68,7 +75,7 @@ async def new_api_client(
     in_cluster: bool | None = None,
     pool_size: int = 100,
     proxy: str | None = None,
-) -> client.ApiClient:
+) -> ApiClient:
     """An ApiClient (one aiohttp session) for the running loop; the caller closes it.
 
     ``proxy`` overrides the kubeconfig's ``proxy-url`` and the environment (``""``: no
@@ -80,7 +87,7 @@ async def new_api_client(
         cfg.proxy = proxy or None
     elif not cfg.proxy:
         cfg.proxy = environment_proxy(str(cfg.host))
-    api = client.ApiClient(cfg)
+    api = ApiClient(cfg)
     _without_trust_env(api)
     return api
 
@@ -94,7 +101,7 @@ def environment_proxy(url: str) -> str | None:
     return proxies.get(parts.scheme or "https") or None
 
 
-def _without_trust_env(api: client.ApiClient) -> None:
+def _without_trust_env(api: ApiClient) -> None:
     """Swap the library's ``trust_env=True`` session for one that does no per-request
     environment lookups, on the same connector (TLS settings and pool size kept)."""
     rest = api.rest_client

@@ -23,11 +23,12 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from gharc.kube.client import KubeClient
+from gharc.kube.labels import Selector
 from gharc.kube.reflector import Reflector, WatchSettings
 from gharc.kube.resources import Resource
 from gharc.kube.store import IndexFunc, Store, key_of
 
-__all__ = ["EventHandler", "EventHandlerFuncs", "Informer"]
+__all__ = ["EventHandler", "EventHandlerFuncs", "Informer", "Transform", "strip_managed_fields"]
 
 log = logging.getLogger(__name__)
 
@@ -63,6 +64,10 @@ class EventHandlerFuncs:
             self.delete(obj)
 
 
+Transform = Callable[[JSON], JSON]
+"""Applied to every object before it is cached (and handed to event handlers)."""
+
+
 def strip_managed_fields(obj: JSON) -> JSON:
     """Drop ``metadata.managedFields``: often half an object's size, and unused by controllers."""
     meta = obj.get("metadata")
@@ -86,7 +91,7 @@ class Informer:
         *,
         namespace: str | None = None,
         namespaces: Sequence[str] = (),
-        label_selector: str | Mapping[str, str] | None = None,
+        label_selector: str | Mapping[str, str] | tuple[str, ...] | None = None,
         field_selector: str | None = None,
         settings: WatchSettings | None = None,
         transform: Callable[[JSON], JSON] | None = strip_managed_fields,
@@ -96,10 +101,18 @@ class Informer:
         That is how a controller restricted to a few namespaces (ARC's
         ``--watch-single-namespace``: the runners' namespace and its own) keeps one cache
         per kind without cluster-wide list/watch permissions.
+
+        A tuple of label selectors caches objects matching *any* of them, with one
+        list+watch each (the API has no "or"): runner pods and listener pods share no
+        label, and a cluster's other pods are none of our business.
         """
         if namespace is not None and namespaces:
             raise ValueError("give namespace or namespaces, not both")
-        scopes: list[str | None] = list(namespaces) if namespaces else [namespace]
+        spaces: list[str | None] = list(namespaces) if namespaces else [namespace]
+        selectors: list[str | Mapping[str, str] | None] = (
+            list(label_selector) if isinstance(label_selector, tuple) else [label_selector]
+        )
+        scopes = [(ns, sel) for ns in spaces for sel in selectors]
         self.resource = resource
         self.namespace = namespace if not namespaces else None
         self.namespaces = tuple(namespaces)
@@ -108,19 +121,20 @@ class Informer:
         self.transform = transform
         self._handlers: list[EventHandler] = []
         self._synced = asyncio.Event()
-        self._pending_scopes = set(scopes)
+        self._alternatives = len(selectors) > 1
+        self._pending_scopes: set[Scope] = {(ns, _hashable(sel)) for ns, sel in scopes}
         self._task: asyncio.Task[None] | None = None
         self.reflectors = [
             Reflector(
                 client,
                 resource,
-                self if len(scopes) == 1 else _ScopedSink(self, ns),
+                self if len(scopes) == 1 else _ScopedSink(self, (ns, _hashable(sel))),
                 namespace=ns,
-                label_selector=label_selector,
+                label_selector=sel,
                 field_selector=field_selector,
                 settings=settings,
             )
-            for ns in scopes
+            for ns, sel in scopes
         ]
         self.reflector = self.reflectors[0]
 
@@ -194,15 +208,24 @@ class Informer:
     def replace(self, items: list[JSON], resource_version: str) -> None:
         self.replace_scope(items, None)
 
-    def replace_scope(self, items: list[JSON], scope: str | None) -> None:
-        """A (re)list of one scope: only keys of that namespace (all for None) are replaced."""
+    def replace_scope(self, items: list[JSON], scope: Scope | str | None) -> None:
+        """A (re)list of one scope: only keys of that namespace and selector (all for None;
+        a namespace alone for a single-selector informer) are replaced."""
+        if isinstance(scope, str):
+            scope = (scope, None)
         fresh: dict[tuple[str, str], JSON] = {}
         for item in items:
             obj = self.transform(item) if self.transform else item
             fresh[key_of(obj)] = obj
+        space, sel = scope if scope is not None else (None, None)
+        matcher = Selector.parse(sel) if self._alternatives and isinstance(sel, str) else None
         for key in self.store.list_keys():
-            if scope is not None and key[0] != scope:
+            if space is not None and key[0] != space:
                 continue
+            if matcher is not None and key not in fresh:
+                stored = self.store.get(*key)
+                if stored is None or not matcher.matches_object(stored):
+                    continue  # another selector's object
             if key not in fresh:
                 gone = self.store.remove(key)
                 if gone is not None:
@@ -260,15 +283,25 @@ class Informer:
             log.exception("%r: event handler %r failed", self, fn)
 
 
-class _ScopedSink:
-    """Feeds one namespace's list+watch into a multi-namespace informer."""
+Scope = tuple[str | None, str | None]
+"""(namespace, label selector) of one list+watch of an informer."""
 
-    def __init__(self, informer: Informer, namespace: str | None) -> None:
+
+def _hashable(selector: str | Mapping[str, str] | None) -> str | None:
+    if selector is None or isinstance(selector, str):
+        return selector
+    return ",".join(f"{k}={v}" for k, v in sorted(selector.items()))
+
+
+class _ScopedSink:
+    """Feeds one (namespace, selector) list+watch into an informer with several."""
+
+    def __init__(self, informer: Informer, scope: Scope) -> None:
         self._informer = informer
-        self._namespace = namespace
+        self._scope = scope
 
     def replace(self, items: list[JSON], resource_version: str) -> None:
-        self._informer.replace_scope(items, self._namespace)
+        self._informer.replace_scope(items, self._scope)
 
     def apply(self, event_type: str, obj: JSON, resource_version: str) -> None:
         self._informer.apply(event_type, obj, resource_version)

@@ -30,6 +30,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, CollectorRegistry, 
 
 from gharc.kube.cache import Cache
 from gharc.kube.client import KubeClient
+from gharc.kube.informer import Transform
 from gharc.kube.leaderelection import LeaderElectionConfig, LeaderElector
 from gharc.kube.reflector import WatchSettings
 from gharc.kube.resources import Resource
@@ -83,7 +84,8 @@ class Manager:
         *,
         namespace: str | None = None,
         namespaces: Sequence[str] = (),
-        label_selectors: dict[Resource, str] | None = None,
+        label_selectors: dict[Resource, str | tuple[str, ...]] | None = None,
+        transforms: dict[Resource, Transform] | None = None,
         watch_settings: WatchSettings | None = None,
         metrics_address: str | None = None,
         health_address: str | None = None,
@@ -99,6 +101,7 @@ class Manager:
             namespace=namespace,
             namespaces=namespaces,
             label_selectors=label_selectors,
+            transforms=transforms,
             settings=watch_settings,
         )
         self.metrics_address = metrics_address

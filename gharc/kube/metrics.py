@@ -13,6 +13,7 @@ from prometheus_client import Counter, Gauge, Histogram
 __all__ = [
     "ACTIVE_WORKERS",
     "API_REQUESTS",
+    "API_REQUESTS_BY_CALLER",
     "API_REQUEST_DURATION",
     "LEADER_ELECTION_MASTER_STATUS",
     "MAX_CONCURRENT_RECONCILES",
@@ -76,6 +77,12 @@ API_REQUESTS = Counter(
     "gharc_kube_api_requests_total",
     "Kubernetes API requests by verb, resource and HTTP status code ('error' when no answer).",
     ["verb", "resource", "code"],
+)
+API_REQUESTS_BY_CALLER = Counter(
+    "gharc_kube_api_requests_by_caller_total",
+    "The part of gharc_kube_api_requests_total made through a tagged client view (e.g. the "
+    "in-process listeners' patches), by caller, verb and resource.",
+    ["caller", "verb", "resource"],
 )
 API_REQUEST_DURATION = Histogram(
     "gharc_kube_api_request_duration_seconds",

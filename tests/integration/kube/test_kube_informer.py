@@ -101,6 +101,34 @@ async def test_a_label_selected_informer_caches_only_matching_objects(
         await cache.stop()
 
 
+async def test_an_informer_with_two_selectors_caches_objects_matching_either(
+    kube: KubeClient, namespace: str, eventually: Any
+) -> None:
+    """Runner pods and listener pods share no label: one store, one list+watch each."""
+    cache = Cache(kube, namespace=namespace, label_selectors={CONFIG_MAPS: ("a=1", "b=2")})
+    informer = cache.informer(CONFIG_MAPS)
+    journal = Journal()
+    informer.add_event_handler(journal.handler())
+    await cache.start()
+    try:
+        assert await cache.wait_for_sync(10)
+        for name, labels in (("one", {"a": "1"}), ("two", {"b": "2"}), ("none", {"c": "3"})):
+            await kube.create(
+                CONFIG_MAPS, {"metadata": {"name": name, "namespace": namespace, "labels": labels}}
+            )
+        await eventually(lambda: len(informer.store) == 2)
+        assert sorted(o["metadata"]["name"] for o in informer.store.list()) == ["one", "two"]
+        await kube.delete(CONFIG_MAPS, "two", namespace=namespace)
+        await eventually(lambda: len(informer.store) == 1)
+        assert [e[:2] for e in journal.events] == [
+            ("add", "one"),
+            ("add", "two"),
+            ("delete", "two"),
+        ]
+    finally:
+        await cache.stop()
+
+
 async def test_the_cache_shares_one_informer_per_resource_and_serves_indexes(
     kube: KubeClient, namespace: str, eventually: Any
 ) -> None:
