@@ -6,18 +6,27 @@
 #
 # entrypoints: gharc controller, gharc listener, gharc webhook-server
 #
-# The base is pinned to a full patch tag; for reproducible builds pin its digest as well:
-#   docker buildx imagetools inspect python:3.11.14-slim-bookworm
-# and use PYTHON_IMAGE=python:3.11.14-slim-bookworm@sha256:<digest>.
-ARG PYTHON_IMAGE=python:3.11.14-slim-bookworm
+# Supply chain: the base is pinned by tag and by digest (the multi-platform index), every
+# Python package comes from requirements.lock with its hashes checked (--require-hashes)
+# and gharc itself is installed with --no-deps, so nothing unlocked gets in. The build
+# writes a CycloneDX SBOM of those packages to /opt/gharc/sbom.cdx.json (scripts/sbom.py).
+# To move the base: pick the new tag, read its index digest with
+#   docker buildx imagetools inspect python:<tag> --format '{{json .Manifest.Digest}}'
+# and change both parts below together.
+ARG PYTHON_IMAGE=python:3.11.14-slim-bookworm@sha256:65a93d69fa75478d554f4ad27c85c1e69fa184956261b4301ebaf6dbb0a3543d
 
 FROM ${PYTHON_IMAGE} AS build
 ENV PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1
 WORKDIR /src
 RUN python -m venv /opt/gharc
+COPY requirements.lock ./
+RUN /opt/gharc/bin/pip install --require-hashes --no-deps -r requirements.lock
 COPY pyproject.toml README.md ./
+COPY scripts/sbom.py ./scripts/sbom.py
 COPY gharc ./gharc
-RUN /opt/gharc/bin/pip install . \
+RUN /opt/gharc/bin/pip install --no-deps --no-build-isolation . \
+ && /opt/gharc/bin/pip check \
+ && /opt/gharc/bin/python scripts/sbom.py requirements.lock > /opt/gharc/sbom.cdx.json \
  && /opt/gharc/bin/python -m compileall -q /opt/gharc \
  && /opt/gharc/bin/gharc controller --help >/dev/null \
  && /opt/gharc/bin/gharc listener --help >/dev/null

@@ -25,7 +25,8 @@ def _entrypoints() -> list[str]:
 def test_base_image_is_pinned_python_311_slim() -> None:
     base = re.search(r"^ARG PYTHON_IMAGE=(\S+)$", DOCKERFILE, re.MULTILINE)
     assert base, "the base image is a build argument with a default"
-    assert re.fullmatch(r"python:3\.11\.\d+-slim-\w+(@sha256:[0-9a-f]{64})?", base.group(1))
+    # A tag names whatever was pushed last under it; the digest names one image.
+    assert re.fullmatch(r"python:3\.11\.\d+-slim-\w+@sha256:[0-9a-f]{64}", base.group(1))
     assert DOCKERFILE.count("FROM ${PYTHON_IMAGE}") == 2, "multi-stage, same pinned base"
 
 
@@ -42,10 +43,29 @@ def test_runs_as_the_non_root_user_the_chart_expects() -> None:
 def test_only_the_package_is_copied() -> None:
     copies = re.findall(r"^COPY (?!--from)(.+) \S+$", DOCKERFILE, re.MULTILINE)
     sources = {s for line in copies for s in line.split()}
-    assert sources == {"pyproject.toml", "README.md", "gharc"}
+    assert sources == {
+        "pyproject.toml",
+        "README.md",
+        "gharc",
+        "requirements.lock",
+        "scripts/sbom.py",
+    }
     for source in sources:
         assert (ROOT / source).exists()
-    assert Path(ROOT / ".dockerignore").exists()
+    ignore = Path(ROOT / ".dockerignore").read_text(encoding="utf-8")
+    assert {f"!{s}" for s in sources} <= {x.rstrip("/") for x in ignore.split()}
+
+
+def test_packages_come_from_the_lock_with_hashes_and_an_sbom_is_written() -> None:
+    installs = re.findall(r"pip install ([^\n\\&]+)", DOCKERFILE)
+    assert installs, "the image installs with pip"
+    for args in installs:
+        # Either the lock, hash-checked, or the project alone: nothing resolved at build time.
+        assert "--no-deps" in args, args
+        assert (
+            "--require-hashes" in args and "requirements.lock" in args
+        ) or args.strip().endswith("."), args
+    assert "scripts/sbom.py requirements.lock > /opt/gharc/sbom.cdx.json" in DOCKERFILE
 
 
 @pytest.mark.parametrize("command", _entrypoints())
