@@ -80,10 +80,18 @@ class ControlPlane:
         assets_dir: Path | None = None,
         crds: Iterable[dict[str, Any]] = (),
         extra_apiserver_args: Iterable[str] = (),
+        serving_ips: Iterable[str] = (),
+        service_account_admission: bool = False,
     ) -> None:
         self._assets_dir = assets_dir
         self._crds = list(crds)
         self._extra_args = list(extra_apiserver_args)
+        # More addresses in the serving certificate: pods of a real node reach the API
+        # server through the node address and the `kubernetes` Service's ClusterIP.
+        self._serving_ips = tuple(serving_ips)
+        # Off by default: with no kube-controller-manager no namespace gets its `default`
+        # ServiceAccount, so the plugin would refuse pods. A real node turns it on.
+        self._sa_admission = service_account_admission
         self._tmp: Path | None = None
         self._procs: list[tuple[str, subprocess.Popen[bytes], IO[bytes]]] = []
         self.assets_dir: Path = Path()
@@ -148,6 +156,12 @@ class ControlPlane:
         if self._tmp is not None:
             shutil.rmtree(self._tmp, ignore_errors=True)
             self._tmp = None
+
+    @property
+    def certs_dir(self) -> Path:
+        """Where the CAs and the admin and signer keys of this control plane are written."""
+        assert self._tmp is not None, "not started"
+        return self._tmp / "certs"
 
     # -- processes ---------------------------------------------------------------------
     def _spawn(self, name: str, args: list[str]) -> subprocess.Popen[bytes]:
@@ -219,7 +233,10 @@ class ControlPlane:
         certs.mkdir()
         serving_ca, client_ca, sa_signer = TinyCA(), TinyCA(), TinyCA("service-accounts")
         serving = serving_ca.issue(
-            "localhost", dns_names=("localhost",), ip_addresses=("127.0.0.1",), server=True
+            "localhost",
+            dns_names=("localhost",),
+            ip_addresses=("127.0.0.1", *self._serving_ips),
+            server=True,
         )
         admin = client_ca.issue("admin", organizations=("system:masters",), client=True)
         files = {
@@ -246,12 +263,15 @@ class ControlPlane:
             "--bind-address=127.0.0.1",
             "--service-cluster-ip-range=10.0.0.0/24",
             "--allow-privileged=true",
-            "--disable-admission-plugins=ServiceAccount",
+            *(() if self._sa_admission else ("--disable-admission-plugins=ServiceAccount",)),
             "--authorization-mode=RBAC",
             f"--client-ca-file={certs / 'client-cert-auth-ca.crt'}",
             f"--service-account-issuer={self.server_url}/",
             f"--service-account-key-file={certs / 'sa-signer.crt'}",
             f"--service-account-signing-key-file={certs / 'sa-signer.key'}",
+            # How it authenticates to kubelets (logs, exec) when a real node is attached.
+            f"--kubelet-client-certificate={certs / 'admin.crt'}",
+            f"--kubelet-client-key={certs / 'admin.key'}",
             "--endpoint-reconciler-type=none",
             # Compaction is driven by tests that need it; the default 5 min would make
             # watch-expiry behaviour depend on how long the suite has run.

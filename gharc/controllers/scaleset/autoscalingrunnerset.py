@@ -828,8 +828,10 @@ class AutoscalingRunnerSetReconciler:
         except NotFound:
             pass
         ars = await self._delete_scale_set(ars)
-        await self._remove_cleanup_finalizers(ars)
+        # The Secret first: the controller may read Secrets here only through the manager
+        # RoleBinding, whose finalizer the cleanup below releases.
         await self.secrets.release(ars)
+        await self._remove_cleanup_finalizers(ars)
         await remove_finalizer(
             self.kube, AUTOSCALING_RUNNER_SETS, ars, c.FINALIZER_AUTOSCALING_RUNNER_SET
         )
@@ -882,5 +884,13 @@ class AutoscalingRunnerSetReconciler:
             except Forbidden:
                 if resource is SECRETS:
                     continue
-                raise
+                # Releasing the manager RoleBinding ends the namespace's `get` rights, so
+                # the manager Role (and, on a retry, the objects before it) are found with
+                # the controller's own list/watch rule, as ARC reads them from its cache.
+                found = await self.kube.list(
+                    resource, namespace=ns, field_selector=f"metadata.name={name}"
+                )
+                if not found:
+                    continue
+                obj = found[0]
             await remove_finalizer(self.kube, resource, obj, c.FINALIZER_CLEANUP_PROTECTION)
