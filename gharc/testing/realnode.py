@@ -554,13 +554,23 @@ state = "{base / "state"}"
 
 
 def main() -> None:
-    """Bring a real node up, print how to reach it, and keep it until Ctrl-C."""
-    import sys
+    """``--check``: say whether this host can run a real node (exit 1 with the reason if
+    not). Otherwise bring one up with the images loaded, print how to reach it and keep it
+    until Ctrl-C."""
+    import argparse
 
     from gharc.testing.realnode_image import build_images
 
+    parser = argparse.ArgumentParser(prog="python -m gharc.testing.realnode")
+    parser.add_argument("--check", action="store_true", help="only check the host")
+    parser.add_argument("--no-images", action="store_true", help="load no images")
+    args = parser.parse_args()
+    if args.check:
+        reason = unavailable_reason()
+        print(reason or "ok")
+        raise SystemExit(1 if reason else 0)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
-    archive = build_images() if "--no-images" not in sys.argv else None
+    archive = None if args.no_images else build_images()
     with RealCluster(images=archive) as rc:
         print(f"export KUBECONFIG={rc.kubeconfig_path}")
         print(f"node {NODE_NAME} Ready in {rc.startup_seconds:.1f} s; Ctrl-C tears it down")
