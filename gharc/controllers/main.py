@@ -93,7 +93,7 @@ class ControllerArgs:
     exclude_label_propagation_prefixes: tuple[str, ...] = ()
     auto_scaler_image_pull_secrets: tuple[str, ...] = ()
     allow_unrestricted_listener_template: bool = False
-    runner_max_concurrent_reconciles: int = 8
+    runner_max_concurrent_reconciles: int = 32
     listener_metrics_addr: str = ":8080"
     listener_metrics_endpoint: str = "/metrics"
     k8s_client_qps: float = 300.0
@@ -210,7 +210,7 @@ def build_parser() -> argparse.ArgumentParser:
     add(
         "--runner-max-concurrent-reconciles",
         type=int,
-        default=8,
+        default=32,
         help="Workers of the EphemeralRunner controller (ARC: 2; reconciles are async I/O).",
     )
     add(

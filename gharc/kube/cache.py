@@ -23,7 +23,7 @@ from typing import Any
 
 from gharc.kube.client import KubeClient, Reader
 from gharc.kube.errors import NotFound
-from gharc.kube.informer import Informer, Transform, strip_managed_fields
+from gharc.kube.informer import Informer, Transform, compact
 from gharc.kube.labels import Selector
 from gharc.kube.reflector import WatchSettings
 from gharc.kube.resources import Resource
@@ -61,7 +61,8 @@ class Cache(Reader):
       objects matching any of its selectors.
     * ``transforms`` - per-resource functions applied to every object before it is cached
       (controller-runtime's ``DefaultTransform``/``ByObject.Transform``): drop what no
-      reconciler reads. The default drops ``managedFields`` only.
+      reconciler reads. The default (:func:`gharc.kube.informer.compact`) drops
+      ``managedFields`` and interns keys and short strings.
     * ``settings`` - list/watch timeouts and backoff for every informer.
     """
 
@@ -117,7 +118,7 @@ class Cache(Reader):
                 namespaces=scopes,
                 label_selector=selector,
                 settings=self.settings,
-                transform=self.transforms.get(resource, strip_managed_fields),
+                transform=self.transforms.get(resource, compact),
             )
             self._informers[key] = informer
             if self._started:

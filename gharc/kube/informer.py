@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -28,7 +29,14 @@ from gharc.kube.reflector import Reflector, WatchSettings
 from gharc.kube.resources import Resource
 from gharc.kube.store import IndexFunc, Store, key_of
 
-__all__ = ["EventHandler", "EventHandlerFuncs", "Informer", "Transform", "strip_managed_fields"]
+__all__ = [
+    "EventHandler",
+    "EventHandlerFuncs",
+    "Informer",
+    "Transform",
+    "compact",
+    "strip_managed_fields",
+]
 
 log = logging.getLogger(__name__)
 
@@ -76,6 +84,31 @@ def strip_managed_fields(obj: JSON) -> JSON:
     return obj
 
 
+#: Strings up to this long are interned: keys, label and phase values, image names.
+_INTERN_MAX = 32
+
+
+def _interned(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {sys.intern(k): _interned(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_interned(v) for v in value]
+    if isinstance(value, str) and len(value) <= _INTERN_MAX:
+        return sys.intern(value)
+    return value
+
+
+def compact(obj: JSON) -> JSON:
+    """The default transform: no ``managedFields``, and keys and short strings interned.
+
+    ``json.loads`` gives every object its own copy of every key ("metadata", "name",
+    "labels", ...) and of repeated values ("True", "Running"); a thousand cached runners
+    held a thousand copies of each. Interned, a cached EphemeralRunner takes half the
+    memory (7.8 -> 3.9 KB measured), for a walk of the object when it arrives.
+    """
+    return _interned(strip_managed_fields(obj))  # type: ignore[no-any-return, unused-ignore]
+
+
 class Informer:
     """One list+watch of one resource (optionally namespace- and selector-scoped).
 
@@ -94,7 +127,7 @@ class Informer:
         label_selector: str | Mapping[str, str] | tuple[str, ...] | None = None,
         field_selector: str | None = None,
         settings: WatchSettings | None = None,
-        transform: Callable[[JSON], JSON] | None = strip_managed_fields,
+        transform: Callable[[JSON], JSON] | None = compact,
     ) -> None:
         """``namespaces`` (several) gives one store fed by one list+watch per namespace.
 

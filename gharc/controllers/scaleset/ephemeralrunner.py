@@ -22,6 +22,7 @@ The order of the reconcile (spec §10.1, with behaviours B2 and B5 applied):
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
 import logging
 import time
@@ -289,7 +290,14 @@ class EphemeralRunnerReconciler:
             status: JSON = {"runnerId": rid, "runnerName": data.get(rr.SECRET_KEY_RUNNER_NAME, "")}
             if pod is None and not rr.status_of(er).get("phase"):
                 status.update(phase=c.PHASE_PENDING, ready=False)
-            er = await self.kube.patch_status(EPHEMERAL_RUNNERS, er, {"status": status})
+            write = self.kube.patch_status(EPHEMERAL_RUNNERS, er, {"status": status})
+            if pod is None and fresh:
+                # The pod needs neither the write nor its answer (``er`` was just read or
+                # made): one round trip less on the way from EphemeralRunner to pod. If
+                # either fails, the next reconcile finds the other done and finishes.
+                _, result = await asyncio.gather(write, self._create_pod(er, secret, fresh=True))
+                return result
+            er = await write
             fresh = True
 
         if pod is None:

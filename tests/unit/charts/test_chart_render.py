@@ -64,7 +64,7 @@ def test_controller_args_are_accepted_by_the_controller(helm: Helm) -> None:
     assert args.leader_election_id == "arc-gha-rs-controller"
     assert args.auto_scaler_image_pull_secrets == ("regcred",)
     assert args.exclude_label_propagation_prefixes == ("argocd.argoproj.io/",)
-    assert args.runner_max_concurrent_reconciles == 8
+    assert args.runner_max_concurrent_reconciles == 32
     assert args.metrics_addr == "0"  # off by default, as ARC's chart
     assert args.listener_metrics_addr == "0"
     assert args.listener_metrics_endpoint == "/metrics"

@@ -44,3 +44,25 @@ def test_the_cache_applies_per_resource_transforms() -> None:
     cache = Cache(None, transforms=cs.cache_transforms())  # type: ignore[arg-type]
     assert cache.informer(PODS).transform is cs.slim_pod
     assert cache.informer(SERVICE_ACCOUNTS).transform is not cs.slim_pod
+
+
+def test_runners_of_one_set_share_one_cached_spec() -> None:
+    share = cs.SharedSpecs(limit=2)
+    a = share({"metadata": {"name": "a"}, "spec": {"template": {"x": [1, 2]}}})
+    b = share({"metadata": {"name": "b"}, "spec": {"template": {"x": [1, 2]}}})
+    c = share({"metadata": {"name": "c"}, "spec": {"template": {"x": [3]}}})
+    assert a["spec"] is b["spec"] and a["spec"] == {"template": {"x": [1, 2]}}
+    assert c["spec"] is not a["spec"]
+
+
+def test_compact_interns_keys_and_short_values() -> None:
+    import json
+
+    from gharc.kube.informer import compact
+
+    text = '{"metadata": {"name": "a", "managedFields": [{}], "labels": {"app": "runner"}}}'
+    one, two = compact(json.loads(text)), compact(json.loads(text))
+    assert "managedFields" not in one["metadata"]
+    k1 = next(iter(one["metadata"]["labels"]))
+    k2 = next(iter(two["metadata"]["labels"]))
+    assert k1 is k2 and one["metadata"]["labels"]["app"] is two["metadata"]["labels"]["app"]
