@@ -64,7 +64,7 @@ BUSY_REQUEUE = 30.0
 #: Status counts are written at most this often per set (a phase change at once): each
 #: runner moves through four or five buckets, and one write per move was the controller's
 #: biggest call count. Nothing decides on these counts; they are for people and the ARS.
-STATUS_INTERVAL = 1.0
+STATUS_INTERVAL = 2.0
 
 
 # --- buckets -----------------------------------------------------------------------------
@@ -336,14 +336,15 @@ class EphemeralRunnerSetReconciler:
         uid = str(rr.meta(ers).get("uid"))
         known = self._markers.get(uid, rr.status_of(ers).get("finishedRunnerCleanupPatchID"))
         if known != patch_id:
-            await self._write_marker(ers, patch_id)
+            await self._write_marker(ers, patch_id, self._counts(ers, b, cleaning=True))
             self._markers[uid] = patch_id
+            self._status_written[uid] = time.monotonic()
         for er in b.finished:
             await self._delete_runner(ers, er)
         log.info("deleted %d finished runner(s) for patch %d", len(b.finished), patch_id)
         return None
 
-    async def _write_marker(self, ers: JSON, patch_id: int) -> None:
+    async def _write_marker(self, ers: JSON, patch_id: int, counts: JSON) -> None:
         """Record the cleanup marker, provided ``spec.patchID`` is still ``patch_id``.
 
         The marker only depends on the patch ID it was computed from, so that is what the
@@ -351,19 +352,22 @@ class EphemeralRunnerSetReconciler:
         the listener's spec patches and our own count writes change the resourceVersion
         several times a second, and each made the locked write fail with 409 and redo the
         reconcile. A changed patch ID still fails it (reported as Conflict: retried).
+        The status counts as they will be once the finished runners are deleted ride
+        along, which spares the count write that would follow.
         """
         spec, status = rr.spec_of(ers), ers.get("status")
         if "patchID" not in spec or not isinstance(status, dict):
             await self.kube.patch_status(
                 EPHEMERAL_RUNNER_SETS,
                 ers,
-                {"status": {"finishedRunnerCleanupPatchID": patch_id}},
+                {"status": {**counts, "finishedRunnerCleanupPatchID": patch_id}},
                 optimistic_lock=True,
             )
             return
         ops = [
             {"op": "test", "path": "/spec/patchID", "value": spec["patchID"]},
             {"op": "add", "path": "/status/finishedRunnerCleanupPatchID", "value": patch_id},
+            *({"op": "add", "path": f"/status/{k}", "value": v} for k, v in counts.items()),
         ]
         try:
             await self.kube.json_patch(EPHEMERAL_RUNNER_SETS, ers, ops, subresource="status")
@@ -532,20 +536,29 @@ class EphemeralRunnerSetReconciler:
 
     # -- status and metrics ----------------------------------------------------------------
 
-    async def _update_status(self, ers: JSON, b: Buckets) -> Result | None:
-        """Write the counts when they changed, at most every STATUS_INTERVAL (the phase at
-        once); a write held back is made by the requeue this returns."""
+    @staticmethod
+    def _counts(ers: JSON, b: Buckets, *, cleaning: bool = False) -> JSON:
+        """The status counts and phase for ``b``; ``cleaning``: with the finished runners
+        already counted as deleting (they are deleted next)."""
         status = rr.status_of(ers)
-        phase = c.PHASE_OUTDATED if b.outdated else (status.get("phase") or c.PHASE_RUNNING)
-        desired = {
+        finished = 0 if cleaning else len(b.finished)
+        deleting = len(b.deleting) + (len(b.finished) if cleaning else 0)
+        return {
             "currentReplicas": len(b.pending) + len(b.running),
             "pendingEphemeralRunners": len(b.pending),
             "runningEphemeralRunners": len(b.running),
             "failedEphemeralRunners": len(b.failed),
-            "finishedEphemeralRunners": len(b.finished),
-            "deletingEphemeralRunners": len(b.deleting),
-            "phase": phase,
+            "finishedEphemeralRunners": finished,
+            "deletingEphemeralRunners": deleting,
+            "phase": c.PHASE_OUTDATED if b.outdated else (status.get("phase") or c.PHASE_RUNNING),
         }
+
+    async def _update_status(self, ers: JSON, b: Buckets) -> Result | None:
+        """Write the counts when they changed, at most every STATUS_INTERVAL (the phase at
+        once); a write held back is made by the requeue this returns."""
+        status = rr.status_of(ers)
+        desired = self._counts(ers, b)
+        phase = desired["phase"]
         if all(status.get(k) == v for k, v in desired.items()):
             return None
         uid = str(rr.meta(ers).get("uid"))
