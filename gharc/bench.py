@@ -226,6 +226,7 @@ class Bench:
                 listeners = _listener_cpu()
                 kube0 = await world.kube_calls()
                 callers0 = await self._caller_calls(world)
+                failed0 = await self._failed_calls(world)
                 gh.reset_calls()
                 stop = asyncio.Event()
                 assert world.api is not None
@@ -251,6 +252,12 @@ class Bench:
                     k: v - kube0.get(k, 0) for k, v in kube1.items() if v - kube0.get(k, 0)
                 }
                 self._listener_calls(callers0, await self._caller_calls(world))
+                failed1 = await self._failed_calls(world)
+                self.extra["kube_calls_failed"] = {
+                    k: v - failed0.get(k, 0)
+                    for k, v in sorted(failed1.items())
+                    if v - failed0.get(k, 0)
+                }
                 self._collect(world)
                 await self._controller_phases(world, names[0])
         summary = self.summary()
@@ -264,6 +271,13 @@ class Bench:
         from gharc.bench_controller import caller_calls
 
         return await caller_calls(f"http://127.0.0.1:{world.metrics_port}/metrics")
+
+    @staticmethod
+    async def _failed_calls(world: Any) -> dict[str, int]:
+        """Calls answered 4xx/5xx (409 conflicts, 404s) by verb, resource and code."""
+        from gharc.bench_controller import failed_calls
+
+        return await failed_calls(f"http://127.0.0.1:{world.metrics_port}/metrics")
 
     def _listener_calls(self, before: dict[str, Any], after: dict[str, Any]) -> None:
         """The in-process listeners' share of the controller's calls (by verb/resource)."""
@@ -446,6 +460,7 @@ class Bench:
         for key in ("setup_seconds", "run_seconds", "controller_cpu_seconds"):
             lines.append(f"{key}: {s.get(key)}")
         lines.append(f"controller peak RSS: {s.get('controller_peak_rss_mib')} MiB")
+        lines.append(f"Kubernetes calls answered 4xx/5xx: {s.get('kube_calls_failed') or 'none'}")
         if "idle_patch_to_pod_s" in s:
             lines.append(f"idle: listener patch -> pod created (s): {s['idle_patch_to_pod_s']}")
         if "burst" in s:

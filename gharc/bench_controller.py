@@ -29,7 +29,7 @@ import aiohttp
 
 from gharc.kube.resources import EPHEMERAL_RUNNER_SETS, EPHEMERAL_RUNNERS
 
-__all__ = ["burst", "caller_calls", "idle_latency", "make_runner_set"]
+__all__ = ["burst", "caller_calls", "failed_calls", "idle_latency", "make_runner_set"]
 
 BURST_SET = "bench-burst"
 
@@ -53,6 +53,30 @@ async def caller_calls(url: str) -> dict[str, dict[str, int]]:
             key = f"{labels.get('verb', '?')} {labels.get('resource', '?')}"
             out.setdefault(labels.get("caller", "?"), Counter())[key] += int(float(m["value"]))
     return {k: dict(v) for k, v in out.items()}
+
+
+async def failed_calls(url: str) -> dict[str, int]:
+    """``gharc_kube_api_requests_total`` answered 4xx/5xx, by "verb resource code"."""
+    pattern = re.compile(
+        r"^gharc_kube_api_requests_total\{(?P<labels>[^}]*)\}\s+(?P<value>[0-9.e+]+)$"
+    )
+    try:
+        timeout = aiohttp.ClientTimeout(total=5)
+        async with aiohttp.ClientSession(timeout=timeout) as http, http.get(url) as resp:
+            text = await resp.text()
+    except (aiohttp.ClientError, TimeoutError):
+        return {}
+    out: Counter[str] = Counter()
+    for line in text.splitlines():
+        m = pattern.match(line)
+        if m:
+            labels = dict(re.findall(r'(\w+)="([^"]*)"', m["labels"]))
+            code = labels.get("code", "?")
+            if not code.startswith("2"):
+                out[f"{labels.get('verb')} {labels.get('resource')} {code}"] += int(
+                    float(m["value"])
+                )
+    return dict(out)
 
 
 async def make_runner_set(kube: Any, namespace: str, template_set: str) -> dict[str, Any]:

@@ -247,6 +247,8 @@ class EphemeralRunnerReconciler:
         self._cleaned: dict[str, float] = {}
         """EphemeralRunner UIDs whose pod and secret deletes were already sent."""
         self._pods = Expectations()
+        self._status_sent: dict[str, float] = {}
+        """EphemeralRunner uids whose runnerId this process wrote (until cleanup)."""
         """Pods we created (by EphemeralRunner uid) that the cache does not show yet."""
 
     async def reconcile(self, request: Request) -> Result | None:
@@ -285,6 +287,11 @@ class EphemeralRunnerReconciler:
         if pod is not None and rr.runner_id(er):
             # NB: the common case (a pod status change) needs no Secret read at all.
             return await self._follow_pod(er, pod)
+        if pod is not None and uid in self._status_sent:
+            # The pod (created together with the runnerId write) reached the cache before
+            # that write did: its event brings us back; re-reading the secret and writing
+            # runnerId again would only repeat it.
+            return None
 
         jit = await self._ensure_jit_secret(er)
         if jit.secret is None:
@@ -303,19 +310,32 @@ class EphemeralRunnerReconciler:
             status: JSON = {"runnerId": rid, "runnerName": data.get(rr.SECRET_KEY_RUNNER_NAME, "")}
             if pod is None and not rr.status_of(er).get("phase"):
                 status.update(phase=c.PHASE_PENDING, ready=False)
-            write = self.kube.patch_status(EPHEMERAL_RUNNERS, er, {"status": status})
+            written = er
+
+            async def write() -> None:
+                nonlocal written
+                written = await self.kube.patch_status(EPHEMERAL_RUNNERS, er, {"status": status})
+                self._remember_status(uid)
+
             if pod is None and fresh:
                 # The pod needs neither the write nor its answer (``er`` was just read or
                 # made): one round trip less on the way from EphemeralRunner to pod. If
                 # either fails, the next reconcile finds the other done and finishes.
-                _, result = await asyncio.gather(write, self._create_pod(er, secret, fresh=True))
+                _, result = await asyncio.gather(write(), self._create_pod(er, secret, fresh=True))
                 return result
-            er = await write
-            fresh = True
+            await write()
+            er, fresh = written, True
 
         if pod is None:
             return await self._create_pod(er, secret, fresh=fresh)
         return await self._follow_pod(er, pod)
+
+    def _remember_status(self, uid: str) -> None:
+        now = time.monotonic()
+        if len(self._status_sent) > 10_000:  # bounded: forget the oldest hour of runners
+            self._status_sent = {k: t for k, t in self._status_sent.items() if now - t < 3600}
+        if uid:
+            self._status_sent[uid] = now
 
     # -- finalizers and deletion ---------------------------------------------------------
 
@@ -392,6 +412,7 @@ class EphemeralRunnerReconciler:
         if uid and uid in self._cleaned:
             return
         self._pods.forget(uid)
+        self._status_sent.pop(uid, None)
         await self.kube.delete(PODS, c.runner_pod_name(name), namespace=ns, missing_ok=True)
         await self.kube.delete(
             SECRETS, c.runner_jit_secret_name(name), namespace=ns, missing_ok=True
