@@ -275,12 +275,14 @@ class RealCluster:
         for pname, proc, _ in self._procs:
             if pname != name or proc.poll() is not None:
                 continue
+            began = time.monotonic()
             proc.send_signal(signal.SIGTERM)
             try:
                 proc.wait(timeout=20)
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
+            log.info("%s stopped in %.1f s", name, time.monotonic() - began)
 
     def _wait(self, what: str, check: Any, name: str, timeout: float = 60.0) -> None:
         deadline = time.monotonic() + timeout
