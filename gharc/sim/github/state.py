@@ -995,6 +995,7 @@ class FakeGitHubState:
             list(ss.labels),
             secrets.token_urlsafe(24),
             ephemeral=bool(ss.runner_setting.get("ephemeral", True)),
+            last_seen=self.now(),  # the lost-runner timer runs from registration at least
         )
         self.runners[runner.id] = runner
         config = {
@@ -1024,6 +1025,7 @@ class FakeGitHubState:
             secrets.token_urlsafe(24),
             ephemeral=False,
             online=online,
+            last_seen=self.now(),
         )
         self.runners[runner.id] = runner
         return runner

@@ -155,3 +155,13 @@ async def test_a_runner_that_renews_its_job_is_not_lost(raw: Raw, gh: FakeGitHub
     assert renew.status_code == 200
     gh.state.sweep()
     assert job.status == "running"
+
+
+async def test_a_just_registered_runner_given_a_job_is_not_lost(
+    raw: Raw, gh: FakeGitHubServer
+) -> None:
+    """The lost-runner timer runs from registration: a runner that was handed a job before
+    its first call is not lost at once (it was, with a zero last contact)."""
+    _ss, _s, runner, job = await _runner_with_job(raw, gh, start=False)
+    gh.state.sweep()
+    assert runner.job == job.request_id and job.runner_id == runner.id
