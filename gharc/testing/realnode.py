@@ -533,6 +533,11 @@ state = "{base / "state"}"
 
     def get(self, path: str) -> dict[str, Any] | None:
         """GET an API path as the admin; None when it is not there (yet)."""
+        text = self.get_text(path)
+        return dict(json.loads(text)) if text is not None else None
+
+    def get_text(self, path: str) -> str | None:
+        """GET an API path as the admin (e.g. a pod's ``/log``); None on any error."""
         import ssl
         import urllib.error
         import urllib.request
@@ -542,7 +547,7 @@ state = "{base / "state"}"
         ctx.load_cert_chain(str(certs / "admin.crt"), str(certs / "admin.key"))
         try:
             with urllib.request.urlopen(self.cp.server_url + path, timeout=5, context=ctx) as r:
-                return dict(json.loads(r.read()))
+                return str(r.read().decode(errors="replace"))
         except (urllib.error.URLError, OSError):
             return None
 

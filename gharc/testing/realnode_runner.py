@@ -6,7 +6,9 @@ kubelet simulator runs in-process) around the container's environment. It redeem
 ``ACTIONS_RUNNER_INPUT_JITCONFIG`` against the fake GitHub named in it, takes one job,
 "runs" it and exits 0, as the official runner image's ``run.sh`` does. SIGTERM (the
 kubelet stopping the pod) is the simulator's stop signal: an idle runner disconnects and
-a running job ends ``canceled``.
+a running job ends ``canceled``. A container with ``RUNNER_TOKEN`` in its env is a legacy
+``summerwind/actions-runner`` instead (:class:`LegacyRunnerProgram`): it registers with
+that token at ``GITHUB_URL`` and takes a job for its labels.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ import signal
 import sys
 
 from gharc.sim.kubelet import ContainerContext
-from gharc.sim.programs import RunnerProgram
+from gharc.sim.programs import LegacyRunnerProgram, RunnerProgram
 
 
 async def run() -> int:
@@ -34,7 +36,8 @@ async def run() -> int:
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, ctx.stop.set)
     speedup = float(os.environ.get("GHARC_SIM_RUNNER_SPEEDUP", "1"))
-    program = RunnerProgram(poll_seconds=10.0, speedup=speedup, renew_seconds=10.0)
+    kind = LegacyRunnerProgram if os.environ.get("RUNNER_TOKEN") else RunnerProgram
+    program = kind(poll_seconds=10.0, speedup=speedup, renew_seconds=10.0)
     code = await program.run(ctx)
     logging.getLogger(__name__).info("runner %s exits %d", name, code)
     return code
