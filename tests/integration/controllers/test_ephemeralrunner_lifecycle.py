@@ -122,7 +122,9 @@ async def test_proxy_secret_and_runner_proxy_env(world: World) -> None:
     spec = world.runner_spec()
     spec["proxy"] = {
         "http": {"url": "http://proxy.example:3128", "credentialSecretRef": "proxy-creds"},
-        "noProxy": ["example.com", "example.org"],
+        # The controller's own GitHub calls honour spec.proxy too: the fake GitHub on
+        # 127.0.0.1 is reached directly, and nothing leaves the machine.
+        "noProxy": ["example.com", "example.org", "127.0.0.1"],
     }
     await world.kube.merge_patch(
         EPHEMERAL_RUNNER_SETS,
@@ -136,7 +138,7 @@ async def test_proxy_secret_and_runner_proxy_env(world: World) -> None:
     assert proxy == {
         "http_proxy": "http://test:password@proxy.example:3128",
         "https_proxy": "",
-        "no_proxy": "example.com,example.org",
+        "no_proxy": "example.com,example.org,127.0.0.1",
     }
     pod = await world.kube.get(PODS, er["metadata"]["name"], namespace=world.namespace)
     env = {e["name"]: e for e in pod["spec"]["containers"][0]["env"]}
