@@ -117,6 +117,15 @@ class Expectations:
         entry = self._expire(owner)
         return len(entry.created) if entry is not None else 0
 
+    def lapses_in(self, owner: str) -> float | None:
+        """Seconds until the first of ``owner``'s expectations lapses: the bound of a wait for
+        the cache, since the add event that settles it normally comes much sooner."""
+        entry = self._expire(owner)
+        if entry is None:
+            return None
+        deadlines = [d for _, d in entry.created.values()] + list(entry.deleted.values())
+        return max(0.0, min(deadlines) - self.clock())
+
     def pending_deletes(self, owner: str) -> frozenset[str]:
         entry = self._expire(owner)
         return frozenset(entry.deleted) if entry is not None else frozenset()

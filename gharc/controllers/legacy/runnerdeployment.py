@@ -20,6 +20,7 @@ from gharc.controllers.legacy.runnerreplicaset import replicas_of
 from gharc.kube import errors
 from gharc.kube.client import KubeClient
 from gharc.kube.events import NORMAL, EventRecorder
+from gharc.kube.expectations import Expectations
 from gharc.kube.reconcile import Request, Result
 from gharc.kube.resources import RUNNER_DEPLOYMENTS, RUNNER_REPLICA_SETS
 
@@ -85,6 +86,9 @@ class RunnerDeploymentReconciler:
     ) -> None:
         self.kube, self.cache, self.options = kube, cache, options
         self.metrics, self.recorder = metrics, recorder
+        self.expectations = Expectations()
+        """RunnerDeployment uid -> the replica set it created that the cache may not show yet:
+        without it, a spec change right after a create made a second set of one template."""
 
     def _requeue(self) -> Result:
         return Result(requeue_after=self.options.short_requeue.total_seconds())
@@ -95,6 +99,7 @@ class RunnerDeploymentReconciler:
         except errors.NotFound:
             return None
         if p.is_deleting(rd):
+            self.expectations.forget(rd["metadata"]["uid"])
             return None
         spec = rd.get("spec") or {}
         if self.metrics is not None:
@@ -110,10 +115,18 @@ class RunnerDeploymentReconciler:
             key=lambda rs: (rs["metadata"].get("creationTimestamp") or "", rs["metadata"]["name"]),
             reverse=True,
         )
+        uid = rd["metadata"]["uid"]
+        self.expectations.observe(
+            uid, {rs["metadata"]["name"]: rs["metadata"]["uid"] for rs in owned}
+        )
+        wait = self.expectations.lapses_in(uid)
+        if wait is not None:
+            return Result(requeue_after=max(wait, 0.05))  # the set's add event comes first
         desired = desired_replica_set(rd, self.options.common_runner_labels)
         dhash = desired["metadata"]["labels"][c.LABEL_RUNNER_TEMPLATE_HASH]
         if not owned or p.labels_of(owned[0]).get(c.LABEL_RUNNER_TEMPLATE_HASH) != dhash:
-            await self.kube.create(RUNNER_REPLICA_SETS, desired)
+            made = await self.kube.create(RUNNER_REPLICA_SETS, desired)
+            self.expectations.expect_create(uid, made["metadata"]["name"], made["metadata"]["uid"])
             return self._requeue() if owned else None
         newest, old = owned[0], owned[1:]
         nspec = newest.get("spec") or {}

@@ -43,3 +43,17 @@ def test_delete_is_pending_until_the_cache_shows_it_deleting_or_gone() -> None:
     assert e.pending_deletes("o") == {"b"}
     e.observe("o", [])
     assert e.pending_deletes("o") == frozenset()
+
+
+def test_lapses_in_bounds_the_wait_by_the_first_expectation_to_lapse() -> None:
+    clock = Clock()
+    e = Expectations(ttl=30, clock=clock)
+    assert e.lapses_in("rd") is None
+    e.expect_create("rd", "a", "uid-a")
+    clock.t += 10
+    e.expect_delete("rd", "b")
+    assert e.lapses_in("rd") == 20
+    e.observe("rd", {"a": "uid-a", "b": "uid-b"})
+    assert e.lapses_in("rd") == 30, "a settled; b's delete is still on its way"
+    clock.t += 31
+    assert e.lapses_in("rd") is None
