@@ -625,6 +625,7 @@ async def _runtime(
 ) -> AsyncIterator[tuple[Any, Any, Any]]:
     """The Kubernetes client, GitHub client pool and event recorder of either mode."""
     from gharc.github.pool import ClientPool
+    from gharc.github.transport import CONTROLLER_RETRY
     from gharc.kube.client import KubeClient
     from gharc.kube.events import EventRecorder
 
@@ -637,6 +638,7 @@ async def _runtime(
     pool = ClientPool(
         user_agent=f"{c.USER_AGENT_PREFIX}gharc-{args.build_version}",
         transport=github_transport,
+        retry=CONTROLLER_RETRY,
     )
     recorder = EventRecorder(kube, component="gharc-controller")
     try:

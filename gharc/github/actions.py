@@ -181,7 +181,7 @@ class ActionsClient:
                 continue  # a stale cached registration token: mint a fresh one once
             break
         if not response.is_success:
-            raise error_from_response(response)
+            raise error_from_response(response, self._clock())
         body = response.json()
         url, token = body.get("url"), body.get("token")
         if not url or not token:
@@ -234,7 +234,7 @@ class ActionsClient:
             break
         if response.status_code in expected:
             return response
-        err = error_from_response(response)
+        err = error_from_response(response, self._clock())
         if queue_token is not None and isinstance(err, Unauthorized):
             raise MessageQueueTokenExpired(
                 err.message,

@@ -9,7 +9,8 @@ the listener handle differently has its own class::
     ├── Unauthorized             401
     │   └── MessageQueueTokenExpired   401 from the message queue: refresh the session
     ├── Forbidden                403 that is not a rate limit
-    ├── RateLimited              403/429 rate limit (reset_at, retry_after)
+    ├── RateLimited              403/429 rate limit (reset_at, retry_after, until)
+    ├── CircuitOpen              not sent: the host failed too often lately (until)
     ├── NotFound                 404
     ├── Conflict                 409
     ├── UnprocessableEntity      422 (REST remove of a busy runner)
@@ -93,7 +94,8 @@ class RateLimited(GitHubError):
     """A primary (403/429 with X-RateLimit-Remaining: 0) or secondary (Retry-After) limit.
 
     Raised only when waiting it out would exceed the client's cap; ``reset_at`` is an epoch
-    time in seconds, ``retry_after`` seconds from the response.
+    time in seconds, ``retry_after`` seconds from the response, ``until`` the epoch time the
+    limit lifts (whichever of the two the response gave, else a minute on).
     """
 
     def __init__(
@@ -102,11 +104,34 @@ class RateLimited(GitHubError):
         *,
         reset_at: float | None = None,
         retry_after: float | None = None,
+        until: float | None = None,
         **kwargs: object,
     ) -> None:
         self.reset_at = reset_at
         self.retry_after = retry_after
+        self.until = until
         super().__init__(message, **kwargs)  # type: ignore[arg-type]
+
+
+class CircuitOpen(GitHubError):
+    """Not sent: calls to this host with this credential failed too often lately (5xx,
+    connection errors), so they are held back until ``until`` (epoch seconds)."""
+
+    def __init__(self, message: str, *, until: float, **kwargs: object) -> None:
+        self.until = until
+        super().__init__(message, **kwargs)  # type: ignore[arg-type]
+
+
+#: The errors that say when to try again (``until``): a reconciler requeues for then.
+RETRY_LATER: tuple[type[GitHubError], ...] = (RateLimited, CircuitOpen)
+
+
+def retry_delay(err: GitHubError, now: float, *, floor: float = 1.0, cap: float = 900.0) -> float:
+    """Seconds from ``now`` until ``err`` says to try again, within [floor, cap]."""
+    until = getattr(err, "until", None)
+    if until is None:
+        return min(cap, 60.0)
+    return min(cap, max(floor, float(until) - now))
 
 
 class NotFound(GitHubError):

@@ -98,7 +98,7 @@ class RestClient:
             headers={"Authorization": f"Bearer {app_jwt}", "Accept": REST_ACCEPT},
         )
         if response.status_code != 201:
-            raise error_from_response(response)
+            raise error_from_response(response, self._clock())
         body = response.json()
         return AccessToken(body["token"], parse_timestamp(body["expires_at"]))
 
@@ -146,7 +146,7 @@ class RestClient:
                 continue
             break
         if response.status_code not in expected:
-            raise error_from_response(response)
+            raise error_from_response(response, self._clock())
         return response
 
     def _scope_path(self) -> tuple[str, str]:

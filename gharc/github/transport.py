@@ -2,7 +2,8 @@
 
 * 5xx and connection errors: retried with jittered exponential backoff, bounded attempts.
 * 403/429 rate limits: waited out until ``Retry-After`` / ``X-RateLimit-Reset`` when that is
-  within the cap, else :class:`RateLimited` at once (the caller decides, e.g. exit).
+  within the cap, else :class:`RateLimited` at once (the caller decides, e.g. exit). The
+  controllers' cap (:data:`CONTROLLER_RETRY`) is 2 s: they requeue instead of waiting.
 * Any other 4xx: returned at once, never retried here (401 refresh is the caller's job).
 
 Sleep and clock are injected so tests run on a fake clock instead of real waits. Metrics are
@@ -53,6 +54,12 @@ class RetryPolicy:
         """Full-jitter exponential delay after failed attempt number ``attempt`` (1-based)."""
         cap = min(self.max_delay, self.base_delay * (2 ** (attempt - 1)))
         return (rng or random).uniform(cap / 2, cap)
+
+
+#: The controllers' policy: a reconcile never sleeps out a rate limit longer than this (it
+#: raises :class:`RateLimited` with the time it lifts, and the reconciler requeues for
+#: then), so no other object waits behind it. The listener keeps the default's long waits.
+CONTROLLER_RETRY = RetryPolicy(max_rate_limit_wait=2.0, max_rate_limit_waits=1)
 
 
 def redact_url(url: str | httpx.URL) -> str:
@@ -135,9 +142,13 @@ def error_from_response(response: httpx.Response, now: float | None = None) -> G
         "method": response.request.method,
     }
     if is_rate_limited(response):
-        reset = _header_float(response, "x-ratelimit-reset")
+        now = time.time() if now is None else now
         return RateLimited(
-            message, reset_at=reset, retry_after=_header_float(response, "retry-after"), **common
+            message,
+            reset_at=_header_float(response, "x-ratelimit-reset"),
+            retry_after=_header_float(response, "retry-after"),
+            until=now + rate_limit_wait(response, now),
+            **common,
         )
     name = exception_name_of(body)
     return class_for(response.status_code, name)(message, exception_name=name, **common)

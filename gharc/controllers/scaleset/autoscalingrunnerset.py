@@ -35,6 +35,7 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import re
+import time
 from collections.abc import Mapping
 from typing import Any
 
@@ -310,6 +311,14 @@ class AutoscalingRunnerSetReconciler:
 
     async def reconcile(self, request: Request) -> Result | None:
         try:
+            return await self._reconcile(request)
+        except gh_errors.RETRY_LATER as err:
+            wait = gh_errors.retry_delay(err, time.time())
+            log.info("%s: %s; retry in %.0fs", request, err, wait)
+            return Result(requeue_after=wait)
+
+    async def _reconcile(self, request: Request) -> Result | None:
+        try:
             ars = await self._read(request)
         except NotFound:
             return None
@@ -339,7 +348,11 @@ class AutoscalingRunnerSetReconciler:
         except ConfigurationError as err:
             return await self._report_invalid(ars, err)
         except failures.REPORTED as err:
-            return await self._report_failure(ars, *failures.describe(err))
+            result = await self._report_failure(ars, *failures.describe(err))
+            if isinstance(err, gh_errors.RETRY_LATER):
+                # Rate limited or held back: come back when GitHub says, not sooner.
+                return Result(requeue_after=gh_errors.retry_delay(err, time.time()))
+            return result
 
         try:
             ers, ers_applied = await self._ensure_runner_set(ars)

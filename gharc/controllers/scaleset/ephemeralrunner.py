@@ -253,6 +253,16 @@ class EphemeralRunnerReconciler:
 
     async def reconcile(self, request: Request) -> Result | None:
         try:
+            return await self._reconcile(request)
+        except gh.RETRY_LATER as err:
+            # Rate limited, or GitHub held back after failures: come back when it says,
+            # instead of holding a worker (or this runner's other steps) until then.
+            wait = gh.retry_delay(err, time.time())
+            log.info("%s: %s; retry in %.0fs", request, err, wait)
+            return Result(requeue_after=wait)
+
+    async def _reconcile(self, request: Request) -> Result | None:
+        try:
             er = await self.cache.get(
                 EPHEMERAL_RUNNERS, request.name, namespace=request.namespace, copy=True
             )

@@ -176,6 +176,14 @@ class EphemeralRunnerSetReconciler:
 
     async def reconcile(self, request: Request) -> Result | None:
         try:
+            return await self._reconcile(request)
+        except gh.RETRY_LATER as err:
+            wait = gh.retry_delay(err, time.time())
+            log.info("%s: %s; retry in %.0fs", request, err, wait)
+            return Result(requeue_after=wait)
+
+    async def _reconcile(self, request: Request) -> Result | None:
+        try:
             ers = await self.cache.get(
                 EPHEMERAL_RUNNER_SETS, request.name, namespace=request.namespace, copy=True
             )
@@ -412,7 +420,9 @@ class EphemeralRunnerSetReconciler:
                 return None
             await self._create_runners(ers, replicas - total)
         elif patch_id == 0 and b.scale_down_total() > replicas:
-            await self._scale_down(ers, b, b.scale_down_total() - replicas)
+            wait = await self._scale_down(ers, b, b.scale_down_total() - replicas)
+            if wait is not None:
+                return Result(requeue_after=wait)
         return None
 
     async def _create_runners(self, ers: JSON, count: int) -> None:
@@ -436,9 +446,11 @@ class EphemeralRunnerSetReconciler:
         if errors:
             raise errors[0]
 
-    async def _scale_down(self, ers: JSON, b: Buckets, count: int) -> None:
-        """Retire up to ``count`` idle runners: pending first, oldest first (B5)."""
+    async def _scale_down(self, ers: JSON, b: Buckets, count: int) -> float | None:
+        """Retire up to ``count`` idle runners: pending first, oldest first (B5); the
+        seconds to wait when GitHub asked to be left alone (rate limit, held back)."""
         client: ActionsClient | None = None
+        wait: float | None = None
         retired = 0
         now = time.time()
         for er in b.pending + b.running:
@@ -449,10 +461,17 @@ class EphemeralRunnerSetReconciler:
             if rr.runner_id(er) == 0 and _age(er, now) < REGISTRATION_TIMEOUT:
                 continue  # not registered yet: wait, or a job could land on a dying runner
             client = client or await self._client(ers)
-            if await self._retire(ers, er, client):
-                retired += 1
+            try:
+                if await self._retire(ers, er, client):
+                    retired += 1
+            except gh.RETRY_LATER as err:
+                # The rest would meet the same limit: stop here, come back when it lifts.
+                log.info("scale down paused: %s", err)
+                wait = gh.retry_delay(err, time.time())
+                break
         if retired:
             log.info("scaled down %d idle runner(s)", retired)
+        return wait
 
     # -- runner removal ------------------------------------------------------------------
 

@@ -23,6 +23,7 @@ _GITHUB_REASONS: tuple[tuple[type[gh.GitHubError], str], ...] = (
     (gh.ConnectionFailed, "GitHubUnreachable"),
     (gh.Unauthorized, "GitHubUnauthorized"),
     (gh.RateLimited, "GitHubRateLimited"),
+    (gh.CircuitOpen, "GitHubUnavailable"),
     (gh.Forbidden, "GitHubForbidden"),
     (gh.ServerError, "GitHubServerError"),
     (gh.BadRequest, "GitHubRejected"),

@@ -23,6 +23,7 @@ from gharc.controllers.scaleset.credentials import ClientResolver
 from gharc.controllers.scaleset.metrics import ControllerMetrics
 from gharc.controllers.scaleset.options import ScaleSetOptions
 from gharc.github.pool import ClientPool
+from gharc.github.transport import CONTROLLER_RETRY
 from gharc.kube.cache import Cache
 from gharc.kube.client import KubeClient
 from gharc.kube.controller import Controller
@@ -86,7 +87,7 @@ class World:
     recorder: MemoryRecorder = field(default_factory=MemoryRecorder)
     registry: CollectorRegistry = field(default_factory=CollectorRegistry)
     metrics: ControllerMetrics | None = None
-    pool: ClientPool = field(default_factory=ClientPool)
+    pool: ClientPool = field(default_factory=lambda: ClientPool(retry=CONTROLLER_RETRY))
     cache: Cache | None = None
     controllers: list[Controller] = field(default_factory=list)
     tasks: list[asyncio.Task[None]] = field(default_factory=list)
