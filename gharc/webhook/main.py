@@ -39,7 +39,7 @@ class UsageError(ValueError):
 @dataclass
 class WebhookArgs:
     webhook_addr: str = ":8000"
-    metrics_addr: str = ":8080"
+    metrics_addr: str = "0"
     watch_namespace: str = ""
     log_level: str = "debug"
     log_format: str = "text"
@@ -69,7 +69,11 @@ def build_parser(env: Mapping[str, str]) -> argparse.ArgumentParser:
     a = p.add_argument
     a("--webhook-addr", "--addr", default=":8000", help="host:port to serve webhooks on")
     a("--port", type=int, default=None, help="shorthand: serve on 0.0.0.0:PORT")
-    a("--metrics-addr", default=":8080", help='Prometheus /metrics host:port ("0" disables)')
+    a(
+        "--metrics-addr",
+        default="0",
+        help='Prometheus /metrics host:port, e.g. ":8080" (default "0": off, as in ARC\'s chart)',
+    )
     a("--watch-namespace", default="", help="only HRAs in this namespace (default: all)")
     a("--log-level", default="debug", help="debug, info, warn or error")
     a("--log-format", default="text", choices=("text", "json"))

@@ -13,13 +13,20 @@ ENV = {"GITHUB_WEBHOOK_SECRET_TOKEN": "s"}
 
 def test_defaults_are_arcs_and_the_secret_falls_back_to_the_environment() -> None:
     args = parse_args([], {"GITHUB_WEBHOOK_SECRET_TOKEN": "from-env"})
-    assert (args.webhook_addr, args.metrics_addr, args.queue_limit) == (":8000", ":8080", 100)
+    assert (args.webhook_addr, args.queue_limit) == (":8000", 100)
     assert args.log_level == "debug" and args.batch_window == 3.0
     assert args.secret == "from-env"
     assert parse_args(["--github-webhook-secret-token", "flag"], {}).secret == "flag"
     assert parse_args(["--webhook-secret", "alias"], {}).secret == "alias"
     assert (args.read_timeout, args.max_concurrent_reads, args.ack_timeout) == (10.0, 4, 8.0)
     assert args.max_body_bytes == 25 * 1024 * 1024 and args.queued_job_poll_interval == 60.0
+
+
+def test_metrics_are_off_unless_an_address_is_given() -> None:
+    """Issue 20 §4: a metrics port listening on every interface by default is not what
+    ARC's chart does; the operator opts in with an address."""
+    assert parse_args([], ENV).metrics_addr == "0"
+    assert parse_args(["--metrics-addr", ":8080"], ENV).metrics_addr == ":8080"
 
 
 def test_no_secret_refuses_to_start_unless_insecure_is_explicit() -> None:
