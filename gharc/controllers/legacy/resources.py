@@ -420,20 +420,6 @@ def set_runner_identity(container: JSON, name: str, token: str | JSON) -> None:
             env.append({"name": "RUNNER_TOKEN", "valueFrom": token})
 
 
-def inject_registration_token(pod: JSON, token: str, expires_at: str) -> bool:
-    """What ARC's ``/mutate-runner-set-pod`` webhook does to a RunnerSet pod; False (pod
-    untouched) unless its runner container has all of RUNNER_ENTERPRISE/REPO/ORG."""
-    ctr = _find(list((pod.get("spec") or {}).get("containers") or []), c.CONTAINER_RUNNER)
-    if ctr is None or not all(
-        _has_env(ctr, n) for n in ("RUNNER_ENTERPRISE", "RUNNER_REPO", "RUNNER_ORG")
-    ):
-        return False
-    set_runner_identity(ctr, str(pod["metadata"]["name"]), token)
-    pod["metadata"].setdefault("annotations", {})[c.ANNOTATION_TOKEN_EXPIRES_AT] = expires_at
-    pod["spec"]["restartPolicy"] = "Never"
-    return True
-
-
 def owner_ref(owner: Mapping[str, Any]) -> JSON:
     meta = owner.get("metadata") or {}
     return {

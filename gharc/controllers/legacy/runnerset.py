@@ -7,8 +7,9 @@ honoured per StatefulSet (one PVC set per runner).
 Without kube-controller-manager (the test control plane, the demo) nothing would create
 the StatefulSets' pods, so ``emulate_statefulset_controller`` makes this controller do the
 StatefulSet controller's part for its own StatefulSets: create the PVCs and the pod
-``<sts>-0`` (with the registration token, as ARC's ``/mutate-runner-set-pod`` webhook would
-inject it) and write the StatefulSet status. On a real cluster leave it off.
+``<sts>-0`` and write the StatefulSet status. On a real cluster leave it off. The pods'
+registration token comes from a Secret their template references (``runnersettoken.py``),
+not from an admission webhook as in ARC.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from typing import Any
 
 from gharc.api.legacy import constants as c
 from gharc.controllers.legacy import pods as p
-from gharc.controllers.legacy.githubclients import LegacyGitHub, RunnerScope, ScopeError
+from gharc.controllers.legacy.githubclients import LegacyGitHub, ScopeError
 from gharc.controllers.legacy.metrics import LegacyMetrics
 from gharc.controllers.legacy.options import LegacyOptions
 from gharc.controllers.legacy.podowner import (
@@ -30,14 +31,13 @@ from gharc.controllers.legacy.podowner import (
 )
 from gharc.controllers.legacy.resources import (
     PodBuildError,
-    inject_registration_token,
     owner_ref,
     runner_pod_template,
     template_hash,
 )
-from gharc.controllers.legacy.runner import credentials_secret
 from gharc.controllers.legacy.runnerdeployment import controller_name
 from gharc.controllers.legacy.runnerreplicaset import replicas_of
+from gharc.controllers.legacy.runnersettoken import RunnerSetTokens, reference_token_secret
 from gharc.github.errors import GitHubError
 from gharc.kube import errors
 from gharc.kube.client import KubeClient
@@ -81,6 +81,7 @@ def desired_stateful_set(rs: JSON, options: LegacyOptions, now: str) -> JSON:
         template.setdefault("spec", {})["serviceAccountName"] = spec["serviceAccountName"]
     pod = runner_pod_template(template, config, options)
     pod["spec"]["restartPolicy"] = "Always"
+    reference_token_secret(pod, name)
     thash = template_hash(pod["spec"])
     pod["metadata"]["labels"][c.LABEL_RUNNER_TEMPLATE_HASH] = thash
     selector = copy.deepcopy(
@@ -111,6 +112,13 @@ def desired_stateful_set(rs: JSON, options: LegacyOptions, now: str) -> JSON:
 
 def pod_name(sts: JSON) -> str:
     return f"{sts['metadata']['name']}-0"
+
+
+def _soonest(result: Result | None, refresh_in: float) -> Result:
+    """The sync's own wake-up or the token refresh, whichever comes first."""
+    if result is not None and (result.requeue or 0 < (result.requeue_after or 0) <= refresh_in):
+        return result
+    return Result(requeue_after=refresh_in)
 
 
 class StatefulSetOwners:
@@ -154,6 +162,7 @@ class RunnerSetReconciler:
         """Owner-set uid -> when we last created an owner for it (see SyncParams)."""
         self.expectations = CreationExpectations()
         self.owners = StatefulSetOwners(kube, pods, options.emulate_statefulset_controller)
+        self.tokens = RunnerSetTokens(kube, github)
 
     async def reconcile(self, request: Request) -> Result | None:
         try:
@@ -161,6 +170,7 @@ class RunnerSetReconciler:
         except errors.NotFound:
             return None
         if p.is_deleting(rs):
+            self.tokens.forget(rs["metadata"]["uid"])
             return None
         spec = rs.get("spec") or {}
         if self.metrics is not None:
@@ -182,10 +192,18 @@ class RunnerSetReconciler:
             if self.recorder is not None:
                 self.recorder.record(rs, WARNING, "InvalidSpec", str(err))
             return None
+        try:
+            token_refresh_in = await self.tokens.ensure(rs, now)
+        except (GitHubError, ScopeError) as err:
+            if self.recorder is not None:
+                self.recorder.record(
+                    rs, WARNING, "FailedUpdateRegistrationToken", f"registration token: {err}"
+                )
+            return Result(requeue_after=self.options.token_error_retry_delay.total_seconds())
         if self.options.emulate_statefulset_controller:
             for sts in owned:
                 if not p.is_deleting(sts):
-                    await self._emulate(rs, sts)
+                    await self._emulate(sts)
 
         async def create() -> None:
             fresh = desired_stateful_set(rs, self.options, p.rfc3339(self.options.clock()))
@@ -211,7 +229,7 @@ class RunnerSetReconciler:
         synced = await sync_runner_pods_owners(self.kube, self.owners, owned, params, create)
         current = synced.current
         if current is None:
-            return synced.requeue()
+            return _soonest(synced.requeue(), token_refresh_in)
 
         def total(key: str) -> int:
             return sum(int((s.owner.get("status") or {}).get(key) or 0) for s in current)
@@ -226,22 +244,15 @@ class RunnerSetReconciler:
         status = rs.get("status") or {}
         if any(status.get(k) != v for k, v in want.items()):
             await self.kube.patch_status(RUNNER_SETS, rs, {"status": want})
-        return synced.requeue()
+        return _soonest(synced.requeue(), token_refresh_in)
 
     # -- StatefulSet controller stand-in ----------------------------------------------------
 
-    async def _emulate(self, rs: JSON, sts: JSON) -> None:
+    async def _emulate(self, sts: JSON) -> None:
         ns = sts["metadata"]["namespace"]
         pod = await self.pods.get(ns, pod_name(sts))
         if pod is None:
-            try:
-                await self._create_pod(rs, sts)
-            except (GitHubError, ScopeError) as err:
-                if self.recorder is not None:
-                    self.recorder.record(
-                        rs, WARNING, "FailedCreatePod", f"registration token: {err}"
-                    )
-                return
+            await self._create_pod(sts)
         n = 1 if pod is not None else 0
         ready = 1 if pod is not None and p.is_ready(pod) else 0
         want = {
@@ -256,7 +267,7 @@ class RunnerSetReconciler:
         if any(status.get(k) != v for k, v in want.items()):
             await self.kube.patch_status(STATEFUL_SETS, sts, {"status": want})
 
-    async def _create_pod(self, rs: JSON, sts: JSON) -> None:
+    async def _create_pod(self, sts: JSON) -> None:
         ns, sts_name = sts["metadata"]["namespace"], sts["metadata"]["name"]
         spec = sts.get("spec") or {}
         template = copy.deepcopy(spec.get("template") or {})
@@ -291,12 +302,6 @@ class RunnerSetReconciler:
         if spec.get("serviceName"):
             template["spec"]["subdomain"] = spec["serviceName"]
         pod: JSON = {"apiVersion": "v1", "kind": "Pod", **template}
-        rspec = rs.get("spec") or {}
-        client = await self.github.client(
-            ns, RunnerScope.from_spec(rspec), credentials_secret(rspec)
-        )
-        token = await client.create_registration_token()
-        inject_registration_token(pod, token.token, p.rfc3339(token.expires_at))
         try:
             await self.kube.create(PODS, pod)
         except errors.AlreadyExists:

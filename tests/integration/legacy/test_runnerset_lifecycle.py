@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import base64
+import json
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -11,7 +13,7 @@ from _legacy_runner_world import World, until, world_fixture
 
 from gharc.api.legacy import constants as c
 from gharc.controllers.legacy.runnerset import PERSISTENT_VOLUME_CLAIMS
-from gharc.kube.resources import RUNNER_SETS
+from gharc.kube.resources import RUNNER_SETS, SECRETS
 from gharc.sim.github import DEFAULT_REPO
 
 pytestmark = pytest.mark.cluster
@@ -80,12 +82,16 @@ async def test_a_runner_set_creates_its_pods_with_volume_claim_templates(world: 
         assert claims == {"var-lib-docker": f"var-lib-docker-{name}-0"}
         assert f"var-lib-docker-{name}-0" in pvcs
         [ctr] = [x for x in pod["spec"]["containers"] if x["name"] == "runner"]
-        env = {e["name"]: e.get("value", "") for e in ctr["env"]}
-        assert env["RUNNER_REPO"] == DEFAULT_REPO
-        assert env["RUNNER_NAME"] == pod["metadata"]["name"]
-        assert env["RUNNER_TOKEN"] in world.gh.state.registration_tokens
+        env = {e["name"]: e for e in ctr["env"]}
+        assert env["RUNNER_REPO"]["value"] == DEFAULT_REPO
+        assert env["RUNNER_NAME"]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.name"
+        # Issue 20 §4: the token is in a Secret the pod references, never a literal value.
+        ref = env["RUNNER_TOKEN"]["valueFrom"]["secretKeyRef"]
+        secret = await world.kube.get(SECRETS, ref["name"], namespace=world.namespace)
+        token = base64.b64decode(secret["data"][ref["key"]]).decode()
+        assert token in world.gh.state.registration_tokens
+        assert all(t not in json.dumps(pod) for t in world.gh.state.registration_tokens)
         assert pod["metadata"]["labels"][c.LABEL_RUNNER_SET_NAME] == "rs"
-        assert c.ANNOTATION_TOKEN_EXPIRES_AT in pod["metadata"]["annotations"]
 
     async def status() -> dict[str, Any] | None:
         rs = await world.kube.get(RUNNER_SETS, "rs", namespace=world.namespace)
