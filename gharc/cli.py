@@ -6,6 +6,8 @@ controller's imports and a broken optional module cannot take the whole CLI down
 
 from __future__ import annotations
 
+import os
+
 import typer
 
 app = typer.Typer(
@@ -240,8 +242,19 @@ def _counts(text: str, hint: str) -> tuple[int, ...]:
     return counts
 
 
+def process_defaults() -> None:
+    """Settings every gharc process shares, made before any subcommand imports its code.
+
+    ``_created`` series: Go's Prometheus client (ARC, controller-runtime) has none, so
+    ARC's dashboards do not expect them, and they double the series of every counter.
+    prometheus_client reads this variable once, when it is first imported.
+    """
+    os.environ.setdefault("PROMETHEUS_DISABLE_CREATED_SERIES", "true")
+
+
 def main() -> None:
     """Console-script entry point."""
+    process_defaults()
     app()
 
 

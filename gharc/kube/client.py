@@ -22,6 +22,7 @@ import copy
 import json
 import logging
 import time
+import urllib.parse
 from collections.abc import AsyncGenerator, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
@@ -129,6 +130,9 @@ class KubeClient(Reader):
         self._bucket = TokenBucket(qps=qps, burst=burst) if qps else None
         self._owns = owns_api_client
         self.request_counts: collections.Counter[tuple[str, str, str]] = collections.Counter()
+        self._host = urllib.parse.urlsplit(
+            str(getattr(getattr(api_client, "configuration", None), "host", "") or "")
+        ).netloc
         """Requests made by *this* client by (verb, resource, code); tests and the demo read it."""
         self.caller = ""
         """Set on a :meth:`for_caller` view: its requests are also counted under this name."""
@@ -182,16 +186,22 @@ class KubeClient(Reader):
         await self.close()
 
     # -- transport ---------------------------------------------------------------------
-    def _count(self, verb: str, label: str, code: str, began: float) -> None:
+    def _count(self, verb: str, label: str, code: str, began: float, method: str) -> None:
+        elapsed = time.monotonic() - began
         self.request_counts[(verb, label, code)] += 1
         metrics.API_REQUESTS.labels(verb=verb, resource=label, code=code).inc()
+        host = self._host
+        metrics.REST_CLIENT_REQUESTS.labels(
+            code="<error>" if code == "error" else code, method=method.upper(), host=host
+        ).inc()
+        metrics.REST_CLIENT_REQUEST_DURATION.labels(verb=method.upper(), host=host).observe(
+            elapsed
+        )
         if self.caller:
             metrics.API_REQUESTS_BY_CALLER.labels(
                 caller=self.caller, verb=verb, resource=label
             ).inc()
-        metrics.API_REQUEST_DURATION.labels(verb=verb, resource=label).observe(
-            time.monotonic() - began
-        )
+        metrics.API_REQUEST_DURATION.labels(verb=verb, resource=label).observe(elapsed)
 
     async def _send(
         self,
@@ -227,9 +237,9 @@ class KubeClient(Reader):
                     _request_timeout=timeout if timeout is not None else self.request_timeout,
                 )
             except BaseException:
-                self._count(verb, label, "error", began)
+                self._count(verb, label, "error", began, method)
                 raise
-            self._count(verb, label, str(resp.status), began)
+            self._count(verb, label, str(resp.status), began, method)
             if 200 <= resp.status < 300:
                 return resp
             data = await resp.read()

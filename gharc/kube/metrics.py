@@ -21,11 +21,15 @@ __all__ = [
     "RECONCILE_PANICS",
     "RECONCILE_TIME",
     "RECONCILE_TOTAL",
+    "REST_CLIENT_REQUESTS",
+    "REST_CLIENT_REQUEST_DURATION",
     "TERMINAL_RECONCILE_ERRORS",
     "WORKQUEUE_ADDS",
     "WORKQUEUE_DEPTH",
+    "WORKQUEUE_LONGEST_RUNNING",
     "WORKQUEUE_QUEUE_DURATION",
     "WORKQUEUE_RETRIES",
+    "WORKQUEUE_UNFINISHED_WORK",
     "WORKQUEUE_WORK_DURATION",
 ]
 
@@ -90,6 +94,20 @@ API_REQUEST_DURATION = Histogram(
     ["verb", "resource"],
 )
 
+# client-go's names, which dashboards written for controller-runtime operators query; the
+# labels are client-go's too: the HTTP method and the API server's host.
+REST_CLIENT_REQUESTS = Counter(
+    "rest_client_requests_total",
+    "Number of HTTP requests, partitioned by status code, method, and host.",
+    ["code", "method", "host"],
+)
+REST_CLIENT_REQUEST_DURATION = Histogram(
+    "rest_client_request_duration_seconds",
+    "Request latency in seconds. Broken down by verb, and host.",
+    ["verb", "host"],
+    buckets=(0.005, 0.025, 0.1, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 15.0, 30.0, 60.0),
+)
+
 RECONCILE_TOTAL = Counter(
     "controller_runtime_reconcile_total",
     "Total number of reconciliations per controller",
@@ -147,6 +165,19 @@ WORKQUEUE_WORK_DURATION = Histogram(
     "How long in seconds processing an item from workqueue takes",
     ["name", "controller"],
     buckets=_QUEUE_BUCKETS,
+)
+
+WORKQUEUE_UNFINISHED_WORK = Gauge(
+    "workqueue_unfinished_work_seconds",
+    "How many seconds of work has been done that is in progress and hasn't been observed by "
+    "work_duration. Large values indicate stuck threads. One can deduce the number of stuck "
+    "threads by observing the rate at which this increases.",
+    ["name", "controller"],
+)
+WORKQUEUE_LONGEST_RUNNING = Gauge(
+    "workqueue_longest_running_processor_seconds",
+    "How many seconds has the longest running processor for workqueue been running.",
+    ["name", "controller"],
 )
 
 LEADER_ELECTION_MASTER_STATUS = Gauge(

@@ -90,6 +90,9 @@ class WorkQueue(Generic[T]):
             self._retries = metrics.WORKQUEUE_RETRIES.labels(**labels)
             self._queue_duration = metrics.WORKQUEUE_QUEUE_DURATION.labels(**labels)
             self._work_duration = metrics.WORKQUEUE_WORK_DURATION.labels(**labels)
+            # Computed when scraped, so a stuck reconcile shows without a ticking task.
+            metrics.WORKQUEUE_UNFINISHED_WORK.labels(**labels).set_function(self.unfinished_work)
+            metrics.WORKQUEUE_LONGEST_RUNNING.labels(**labels).set_function(self.longest_running)
 
     # -- state -------------------------------------------------------------------------
     def __len__(self) -> int:
@@ -108,6 +111,16 @@ class WorkQueue(Generic[T]):
     def delayed(self) -> int:
         """Items waiting for their ``add_after`` time."""
         return len(self._waiting)
+
+    def unfinished_work(self) -> float:
+        """Seconds of work in flight, summed over the items being processed now."""
+        now = self._clock.now()
+        return sum(max(0.0, now - t) for t in list(self._started_at.values()))
+
+    def longest_running(self) -> float:
+        """Seconds the oldest in-flight item has been processing (0 when none)."""
+        started = list(self._started_at.values())
+        return max(0.0, self._clock.now() - min(started)) if started else 0.0
 
     def num_requeues(self, item: T) -> int:
         return self.rate_limiter.num_requeues(item)
