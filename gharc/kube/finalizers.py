@@ -20,15 +20,12 @@ from typing import Any
 
 from gharc.kube.client import KubeClient
 from gharc.kube.errors import Conflict, Invalid
+from gharc.kube.objects import has_finalizer as has_finalizer  # re-export
 from gharc.kube.resources import Resource
 
 __all__ = ["add_finalizer", "has_finalizer", "remove_finalizer", "set_finalizers"]
 
 JSON = dict[str, Any]
-
-
-def has_finalizer(obj: Mapping[str, Any], finalizer: str) -> bool:
-    return finalizer in ((obj.get("metadata") or {}).get("finalizers") or ())
 
 
 async def add_finalizer(

@@ -13,16 +13,21 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from gharc.controllers.legacy.timeutil import parse_time
+from gharc.kube.objects import parse_time
 
 DEFAULT_SCALE_DOWN_DELAY = dt.timedelta(minutes=10)
+
+
+def _times(reservations: Sequence[Mapping[str, Any]], key: str) -> list[dt.datetime]:
+    """Every reservation's ``key`` time that is set; a malformed one raises ``ValueError``."""
+    return [t for t in (parse_time(r.get(key), strict=True) for r in reservations) if t]
 
 
 def reserved_replicas(reservations: Sequence[Mapping[str, Any]], now: dt.datetime) -> int:
     """Sum of ``replicas`` over the reservations that have not expired at ``now``."""
     total = 0
     for r in reservations:
-        expiration = parse_time(r.get("expirationTime"))
+        expiration = parse_time(r.get("expirationTime"), strict=True)
         if expiration is not None and expiration > now:
             total += int(r.get("replicas") or 0)
     return total
@@ -30,7 +35,7 @@ def reserved_replicas(reservations: Sequence[Mapping[str, Any]], now: dt.datetim
 
 def latest_effective_time(reservations: Sequence[Mapping[str, Any]]) -> dt.datetime | None:
     """The newest ``effectiveTime`` over *all* reservations, expired ones included (ARC)."""
-    times = [t for t in (parse_time(r.get("effectiveTime")) for r in reservations) if t]
+    times = _times(reservations, "effectiveTime")
     return max(times) if times else None
 
 
@@ -38,9 +43,7 @@ def next_expiration(
     reservations: Sequence[Mapping[str, Any]], now: dt.datetime
 ) -> dt.datetime | None:
     """The soonest future expiration: the desired count drops then."""
-    times = [
-        t for t in (parse_time(r.get("expirationTime")) for r in reservations) if t and t > now
-    ]
+    times = [t for t in _times(reservations, "expirationTime") if t > now]
     return min(times) if times else None
 
 

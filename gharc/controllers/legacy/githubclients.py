@@ -18,7 +18,6 @@ one organization's runners and its HRA share a client, hence one HTTP cache.
 
 from __future__ import annotations
 
-import base64
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -30,6 +29,7 @@ from gharc.github.pool import ClientPool
 from gharc.github.rest import RestClient
 from gharc.kube.client import Reader
 from gharc.kube.errors import NotFound
+from gharc.kube.objects import decode_secret_data
 from gharc.kube.resources import SECRETS
 
 NO_CREDENTIALS = (
@@ -119,8 +119,7 @@ class LegacyGitHub:
             secret = await self._kube.get(SECRETS, name, namespace=namespace)
         except NotFound:
             raise ScopeError(f"GitHub credentials secret {namespace}/{name} not found") from None
-        data = {k: base64.b64decode(v).decode() for k, v in (secret.get("data") or {}).items()}
-        data.update(secret.get("stringData") or {})
+        data = decode_secret_data(secret)
         return data
 
     async def client(self, namespace: str, scope: RunnerScope, secret: str = "") -> RestClient:

@@ -61,7 +61,7 @@ class GracefulStop:
         """ARC ``tickRunnerGracefulStop``: start mark, unregister, complete mark."""
         now = self.options.clock()
         pod = await annotate_once(
-            self.kube, pod, c.ANNOTATION_UNREGISTRATION_START_TIMESTAMP, p.rfc3339(now)
+            self.kube, pod, c.ANNOTATION_UNREGISTRATION_START_TIMESTAMP, p.format_time(now)
         )
         pod, retry = await self._unregister(pod, client)
         if retry is not None:
@@ -70,7 +70,7 @@ class GracefulStop:
             self.kube,
             pod,
             c.ANNOTATION_UNREGISTRATION_COMPLETE_TIMESTAMP,
-            p.rfc3339(self.options.clock()),
+            p.format_time(self.options.clock()),
         )
         return StopOutcome(pod, None)
 
@@ -124,7 +124,7 @@ class GracefulStop:
         except gh.UnprocessableEntity as err:
             if p.runner_container_terminated(pod):
                 return pod, None
-            now = p.rfc3339(self.options.clock())
+            now = p.format_time(self.options.clock())
             pod = await annotate_once(
                 self.kube, pod, c.ANNOTATION_UNREGISTRATION_FAILURE_MESSAGE, err.message[:1000]
             )

@@ -40,13 +40,14 @@ from gharc.controllers.legacy.hra_metrics import (
     validate_metrics,
 )
 from gharc.controllers.legacy.hra_prometheus import HRAMetrics
-from gharc.controllers.legacy.timeutil import format_time, from_timestamp, parse_time
+from gharc.controllers.legacy.timeutil import from_timestamp
 from gharc.kube.builder import Builder
 from gharc.kube.client import KubeClient, Reader
 from gharc.kube.controller import Controller
 from gharc.kube.errors import NotFound
 from gharc.kube.events import NORMAL, WARNING
 from gharc.kube.labels import Selector
+from gharc.kube.objects import format_time, parse_time
 from gharc.kube.predicate import GenerationChangedPredicate, ResourceVersionChangedPredicate
 from gharc.kube.reconcile import Request, Result, TerminalError
 from gharc.kube.resources import (
@@ -271,7 +272,7 @@ class HRAReconciler:
             max_replicas=_int_or_none(spec.get("maxReplicas")),
             reservations=reservations,
             status_desired=_int_or_none(status.get("desiredReplicas")),
-            last_scale_out=parse_time(status.get("lastSuccessfulScaleOutTime")),
+            last_scale_out=parse_time(status.get("lastSuccessfulScaleOutTime"), strict=True),
             scale_down_delay=delay,
             now=now,
         )

@@ -222,7 +222,7 @@ async def _sync(
     create: Callable[[], Awaitable[None]],
 ) -> tuple[list[OwnerState] | None, float | None]:
     now = params.now
-    stamp = p.rfc3339(now)
+    stamp = p.format_time(now)
     by_hash: dict[str, list[OwnerState]] = {}
     last_sync: dt.datetime | None = params.last_created
     for owner in owners:

@@ -13,33 +13,13 @@ from collections.abc import Mapping
 from typing import Any
 
 from gharc.api.legacy import constants as c
+from gharc.kube.objects import annotations_of as annotations_of  # re-export
+from gharc.kube.objects import format_time as format_time  # re-export
+from gharc.kube.objects import is_deleting as is_deleting  # re-export
+from gharc.kube.objects import labels_of as labels_of  # re-export
+from gharc.kube.objects import parse_time as parse_time  # re-export
 
 JSON = dict[str, Any]
-
-
-def parse_time(value: str | None) -> dt.datetime | None:
-    if not value:
-        return None
-    try:
-        return dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-
-
-def rfc3339(t: dt.datetime) -> str:
-    return t.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def annotations_of(obj: Mapping[str, Any]) -> dict[str, str]:
-    return dict((obj.get("metadata") or {}).get("annotations") or {})
-
-
-def labels_of(obj: Mapping[str, Any]) -> dict[str, str]:
-    return dict((obj.get("metadata") or {}).get("labels") or {})
-
-
-def is_deleting(obj: Mapping[str, Any]) -> bool:
-    return bool((obj.get("metadata") or {}).get("deletionTimestamp"))
 
 
 def _runner_status(pod: Mapping[str, Any]) -> Mapping[str, Any]:

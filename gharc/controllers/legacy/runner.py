@@ -188,7 +188,7 @@ class RunnerReconciler:
             "repository": spec.get("repository") or "",
             "labels": list(spec.get("labels") or []),
             "token": None,  # never here (see the module docstring); drops an ARC-era value
-            "expiresAt": p.rfc3339(token.expires_at),
+            "expiresAt": p.format_time(token.expires_at),
         }
         await self.kube.patch_status(RUNNERS, runner, {"status": {"registration": registration}})
         self._event(

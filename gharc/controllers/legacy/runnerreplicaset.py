@@ -95,7 +95,7 @@ class RunnerReplicaSetReconciler:
                     "labels": dict(tlabels),
                     "annotations": {
                         **(tmeta.get("annotations") or {}),
-                        c.ANNOTATION_SYNC_TIME: p.rfc3339(self.options.clock()),
+                        c.ANNOTATION_SYNC_TIME: p.format_time(self.options.clock()),
                     },
                     "ownerReferences": [owner_ref(rs)],
                 },

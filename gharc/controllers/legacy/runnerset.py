@@ -187,7 +187,7 @@ class RunnerSetReconciler:
             return None
         now = self.options.clock()
         try:
-            desired = desired_stateful_set(rs, self.options, p.rfc3339(now))
+            desired = desired_stateful_set(rs, self.options, p.format_time(now))
         except PodBuildError as err:
             if self.recorder is not None:
                 self.recorder.record(rs, WARNING, "InvalidSpec", str(err))
@@ -206,7 +206,7 @@ class RunnerSetReconciler:
                     await self._emulate(sts)
 
         async def create() -> None:
-            fresh = desired_stateful_set(rs, self.options, p.rfc3339(self.options.clock()))
+            fresh = desired_stateful_set(rs, self.options, p.format_time(self.options.clock()))
             made = await self.kube.create(STATEFUL_SETS, fresh)
             self.expectations.created(
                 rs["metadata"]["uid"], made["metadata"]["name"], self.options.clock()

@@ -111,7 +111,7 @@ class RunnerSetTokens:
             meta["namespace"], RunnerScope.from_spec(spec), credentials_secret(spec)
         )
         token = await client.create_registration_token()
-        expires_at = p.rfc3339(token.expires_at)
+        expires_at = p.format_time(token.expires_at)
         name = token_secret_name(meta["name"])
         body: JSON = {
             "apiVersion": "v1",

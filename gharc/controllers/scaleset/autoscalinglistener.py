@@ -29,16 +29,12 @@ from gharc.controllers.scaleset.credentials import ClientResolver, Configuration
 from gharc.controllers.scaleset.events import NORMAL, WARNING, EventRecorder, emit
 from gharc.controllers.scaleset.metrics import ControllerMetrics
 from gharc.controllers.scaleset.options import ScaleSetOptions
-from gharc.controllers.scaleset.reconcileutil import (
-    format_time,
-    is_deleting,
-    parse_time,
-    remove_finalizer,
-)
+from gharc.controllers.scaleset.reconcileutil import remove_finalizer
 from gharc.github.pool import ClientPool
 from gharc.kube.client import KubeClient, Reader
 from gharc.kube.errors import AlreadyExists, Conflict, NotFound
-from gharc.kube.finalizers import add_finalizer, has_finalizer
+from gharc.kube.finalizers import add_finalizer
+from gharc.kube.objects import format_time, has_finalizer, is_deleting, parse_time
 from gharc.kube.reconcile import Request, Result
 from gharc.kube.resources import (
     AUTOSCALING_LISTENERS,

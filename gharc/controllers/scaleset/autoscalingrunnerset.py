@@ -57,10 +57,7 @@ from gharc.controllers.scaleset.credentials import (
 from gharc.controllers.scaleset.events import NORMAL, WARNING, EventRecorder, emit
 from gharc.controllers.scaleset.labels import filter_and_merge_labels, merge_annotations
 from gharc.controllers.scaleset.options import ScaleSetOptions
-from gharc.controllers.scaleset.reconcileutil import (
-    is_deleting,
-    remove_finalizer,
-)
+from gharc.controllers.scaleset.reconcileutil import remove_finalizer
 from gharc.controllers.scaleset.secretprotection import SecretProtection
 from gharc.github import errors as gh_errors
 from gharc.github.actions import ActionsClient
@@ -68,8 +65,9 @@ from gharc.github.config import InvalidConfigUrl, parse_config_url
 from gharc.github.models import Label, RunnerScaleSet, RunnerSetting
 from gharc.kube.client import KubeClient, Reader
 from gharc.kube.errors import AlreadyExists, Conflict, Forbidden, NotFound
-from gharc.kube.finalizers import add_finalizer, has_finalizer
+from gharc.kube.finalizers import add_finalizer
 from gharc.kube.handler import owner_reference
+from gharc.kube.objects import has_finalizer, is_deleting
 from gharc.kube.reconcile import Request, Result
 from gharc.kube.resources import (
     AUTOSCALING_LISTENERS,

@@ -13,7 +13,6 @@ runners, as ARC's do, and a proxy URL that cannot work is a :class:`Configuratio
 
 from __future__ import annotations
 
-import base64
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -32,6 +31,7 @@ from gharc.github.pool import ClientPool
 from gharc.github.proxy import InvalidProxyUrl, ProxySettings, check_proxy_url
 from gharc.kube.client import KubeClient
 from gharc.kube.errors import NotFound
+from gharc.kube.objects import decode_secret_data
 from gharc.kube.resources import CONFIG_MAPS, SECRETS
 
 
@@ -126,8 +126,7 @@ class ClientResolver:
         if hit is not None and now - hit[0] < self.secret_ttl:
             return hit[1]
         secret = await self._kube.get(SECRETS, name, namespace=namespace)
-        data = {k: base64.b64decode(v).decode() for k, v in (secret.get("data") or {}).items()}
-        data.update(secret.get("stringData") or {})
+        data = decode_secret_data(secret)
         self._secrets[key] = (now, data)
         return data
 

@@ -7,7 +7,8 @@ ServiceAccount, Role, RoleBinding, Secrets and Pod) share one definition of "des
 Also home of the two comparison helpers the reconcilers use, because "is the live object
 what we want?" must be answered the same way everywhere:
 
-- :func:`semantically_equal` treats absent, ``None``, ``[]`` and ``{}`` as the same thing.
+- :func:`semantically_equal` (from :mod:`gharc.kube.objects`, the one drift check the
+  runner reconcilers use too) treats absent, ``None``, ``[]`` and ``{}`` as the same thing.
   The API server drops empty lists and maps from core objects (``omitempty``) and tools
   round-trip manifests differently; comparing raw dicts would see drift that is not there
   and rebuild objects on every reconcile (behaviours B4).
@@ -30,6 +31,8 @@ from gharc.controllers.scaleset.labels import filter_and_merge_labels
 from gharc.controllers.scaleset.options import ScaleSetOptions
 from gharc.github.config import InvalidConfigUrl, parse_config_url
 from gharc.kube.handler import owner_reference
+from gharc.kube.objects import decode_secret_data
+from gharc.kube.objects import semantically_equal as semantically_equal  # re-export
 
 JSON = dict[str, Any]
 
@@ -43,31 +46,6 @@ LISTENER_TMP_DIR = "/tmp"
 
 
 # --- comparison helpers ------------------------------------------------------------------
-
-
-def prune_empty(value: Any) -> Any:
-    """``value`` without ``None``, empty lists and empty maps, recursively.
-
-    Returns ``None`` when nothing is left, so a parent drops the key too.
-    """
-    if isinstance(value, Mapping):
-        out = {}
-        for key, item in value.items():
-            pruned = prune_empty(item)
-            if pruned is not None:
-                out[key] = pruned
-        return out or None
-    if isinstance(value, list):
-        items = [prune_empty(v) for v in value]
-        # NB: list positions matter (containers, env order); keep emptied items as {}.
-        kept = [{} if v is None else v for v in items]
-        return kept or None
-    return value
-
-
-def semantically_equal(a: Any, b: Any) -> bool:
-    """Equal once absent/None/[]/{} are treated alike (see module docstring)."""
-    return bool(prune_empty(a) == prune_empty(b))
 
 
 def merge_patch_for(live: Mapping[str, Any] | None, desired: Mapping[str, Any]) -> JSON:
@@ -421,11 +399,8 @@ def listener_config_secret(
 
 
 def decoded_secret_data(secret: Mapping[str, Any]) -> dict[str, str]:
-    """A Secret's ``data``, base64-decoded (for comparing desired and live)."""
-    return {
-        k: base64.b64decode(v).decode(errors="replace")
-        for k, v in (secret.get("data") or {}).items()
-    }
+    """A Secret's data, decoded leniently: it is only compared, desired against live."""
+    return decode_secret_data(secret, errors="replace")
 
 
 def listener_proxy_secret(listener: Mapping[str, Any], data: Mapping[str, str]) -> JSON:

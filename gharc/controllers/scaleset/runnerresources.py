@@ -5,7 +5,8 @@ objects (spec §5.2, §9.6, §10.3, §11.1), so they are unit-tested without a c
 reconcilers stay about decisions, not dictionary plumbing.
 
 Also here: the runner-state helpers both reconcilers need (phase, job, registration) and
-the semantic comparison of runner templates (behaviours B4).
+the comparison of runner templates, :func:`gharc.kube.objects.semantically_equal`
+(behaviours B4).
 """
 
 from __future__ import annotations
@@ -19,6 +20,11 @@ from gharc.api.scaleset import constants as c
 from gharc.api.scaleset.models import ProxyConfig
 from gharc.controllers.scaleset.labels import filter_and_merge_labels, merge_annotations
 from gharc.kube.handler import owner_reference
+from gharc.kube.objects import decode_secret_data
+from gharc.kube.objects import has_finalizer as has_finalizer  # re-export
+from gharc.kube.objects import is_deleting as is_deleting  # re-export
+from gharc.kube.objects import meta as meta  # re-export
+from gharc.kube.objects import semantically_equal as semantically_equal  # re-export
 from gharc.kube.store import copy_object
 
 JSON = dict[str, Any]
@@ -36,10 +42,6 @@ SECRET_KEY_SCALE_SET_ID: Final = "scaleSetId"
 # --- small accessors ---------------------------------------------------------------------
 
 
-def meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
-    return obj.get("metadata") or {}
-
-
 def spec_of(obj: Mapping[str, Any]) -> Mapping[str, Any]:
     return obj.get("spec") or {}
 
@@ -54,10 +56,6 @@ def int_or(value: Any, default: int = 0) -> int:
         return int(value)
     except (TypeError, ValueError):
         return default
-
-
-def is_deleting(obj: Mapping[str, Any]) -> bool:
-    return bool(meta(obj).get("deletionTimestamp"))
 
 
 def runner_phase(er: Mapping[str, Any]) -> str:
@@ -88,42 +86,10 @@ def runner_revision(er: Mapping[str, Any]) -> int:
     return int_or((meta(er).get("annotations") or {}).get(ANNOTATION_ACTIONABLE_REVISION))
 
 
-def has_finalizer(obj: Mapping[str, Any], finalizer: str) -> bool:
-    return finalizer in (meta(obj).get("finalizers") or ())
-
-
 def creation_key(obj: Mapping[str, Any]) -> tuple[str, str]:
     """Sort key: oldest first (RFC 3339 timestamps sort as strings), then by name."""
     m = meta(obj)
     return (str(m.get("creationTimestamp") or ""), str(m.get("name") or ""))
-
-
-# --- semantic equality (behaviours B4) ---------------------------------------------------
-
-
-def normalize(value: Any) -> Any:
-    """``value`` with empty lists/maps and nulls removed, recursively.
-
-    The pod API serialises with ``omitempty``: ``env: []`` or ``resources: {}`` written by a
-    user reads back as absent. Comparing templates after this normalisation makes such
-    spellings equal, so they are not "drift" that would rebuild every idle runner forever.
-    """
-    if isinstance(value, Mapping):
-        out = {}
-        for key, item in value.items():
-            norm = normalize(item)
-            if norm is None or norm == [] or norm == {}:
-                continue
-            out[key] = norm
-        return out
-    if isinstance(value, list):
-        return [normalize(v) for v in value]
-    return value
-
-
-def semantically_equal(a: Any, b: Any) -> bool:
-    """True when ``a`` and ``b`` differ only in empty or null fields."""
-    return bool(normalize(a) == normalize(b))
 
 
 # --- EphemeralRunnerSet children ---------------------------------------------------------
@@ -204,14 +170,12 @@ def new_proxy_secret(ers: Mapping[str, Any], data: Mapping[str, str]) -> JSON:
 # --- EphemeralRunner children ------------------------------------------------------------
 
 
+#: What the EphemeralRunner reconciler reads its JIT config Secret with.
+decode_data = decode_secret_data
+
+
 def encode_data(data: Mapping[str, str]) -> dict[str, str]:
     return {k: base64.b64encode(v.encode()).decode() for k, v in data.items()}
-
-
-def decode_data(secret: Mapping[str, Any]) -> dict[str, str]:
-    out = {k: base64.b64decode(v).decode() for k, v in (secret.get("data") or {}).items()}
-    out.update(secret.get("stringData") or {})
-    return out
 
 
 def runner_container(pod_spec: Mapping[str, Any]) -> Mapping[str, Any] | None:

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from _legacy_runner_world import World, until, world_fixture
 
-from gharc.controllers.legacy.pods import rfc3339
+from gharc.kube.objects import format_time as rfc3339
 from gharc.kube.resources import RUNNER_DEPLOYMENTS
 
 pytestmark = pytest.mark.cluster

@@ -75,7 +75,7 @@ def test_the_runner_pod_env_follows_arcs_order_after_the_user_env() -> None:
     [ctr] = [x for x in pod["spec"]["containers"] if x["name"] == "runner"]
     [token] = [e for e in ctr["env"] if e["name"] == "RUNNER_TOKEN"]
     # Never a literal: whoever may read pods must not be able to register a runner.
-    assert "value" not in token and "\"TOKEN\"" not in json.dumps(pod)
+    assert "value" not in token and '"TOKEN"' not in json.dumps(pod)
     assert token["valueFrom"] == {"secretKeyRef": {"name": "r-1-registration", "key": "token"}}
     docker = dict(_env(pod, "docker"))
     assert docker["DOCKER_GROUP_GID"] == "1001"
@@ -122,7 +122,11 @@ def _pod(
     conds = []
     if ready_for is not None:
         conds.append(
-            {"type": "Ready", "status": "True", "lastTransitionTime": p.rfc3339(NOW - ready_for)}
+            {
+                "type": "Ready",
+                "status": "True",
+                "lastTransitionTime": p.format_time(NOW - ready_for),
+            }
         )
     ann = {c.ANNOTATION_RUNNER_ID: "7"} if rid else {}
     return {

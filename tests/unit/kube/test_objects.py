@@ -1,0 +1,100 @@
+"""The object readers every controller shares: one answer for "deleting", "finalizer",
+"metav1.Time", "drift" and "Secret data"."""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+from typing import Any
+
+import pytest
+
+from gharc.controllers.scaleset import listenerresources as lr
+from gharc.controllers.scaleset import runnerresources as rr
+from gharc.kube import finalizers, objects
+
+# Both drift call sites: the listener reconciler (listener spec, Role rules, ARS runner
+# template) and the EphemeralRunnerSet reconciler (runner spec) must agree.
+CALL_SITES = [lr.semantically_equal, rr.semantically_equal]
+
+
+@pytest.mark.parametrize("equal", CALL_SITES)
+@pytest.mark.parametrize(
+    ("a", "b"),
+    [
+        ({}, None),  # an empty map reads back as absent (omitempty)
+        ([None], [{}]),  # an emptied list item is the same item either way
+        ([], None),
+        ({"env": [], "resources": {}, "nodeSelector": None}, {}),
+        (
+            {"containers": [{"name": "runner", "env": [], "resources": {}}], "x": None},
+            {"containers": [{"name": "runner"}]},
+        ),
+        ({"containers": [{"name": "a"}, {}]}, {"containers": [{"name": "a"}, {"env": []}]}),
+    ],
+)
+def test_absent_and_empty_are_the_same_field(equal: Any, a: Any, b: Any) -> None:
+    assert equal(a, b)
+    assert equal(b, a)
+
+
+@pytest.mark.parametrize("equal", CALL_SITES)
+@pytest.mark.parametrize(
+    ("a", "b"),
+    [
+        ({"replicas": 0}, {}),  # zero is a value
+        ({"x": ""}, {}),  # so is the empty string
+        ({"containers": [{"name": "runner", "image": "r"}]}, {"containers": [{"name": "s"}]}),
+        ([{"name": "a"}, {"name": "b"}], [{"name": "b"}, {"name": "a"}]),  # order matters
+        ([{}, {"name": "a"}], [{"name": "a"}]),  # so do positions
+    ],
+)
+def test_values_and_positions_are_drift(equal: Any, a: Any, b: Any) -> None:
+    assert not equal(a, b)
+
+
+def test_the_call_sites_share_one_implementation() -> None:
+    assert lr.semantically_equal is rr.semantically_equal is objects.semantically_equal
+    assert finalizers.has_finalizer is rr.has_finalizer is objects.has_finalizer
+    assert rr.is_deleting is objects.is_deleting
+
+
+def test_metadata_readers() -> None:
+    obj = {
+        "metadata": {
+            "deletionTimestamp": "2024-05-01T12:00:00Z",
+            "finalizers": ["a/b"],
+            "labels": {"l": "1"},
+            "annotations": {"a": "2"},
+        }
+    }
+    assert objects.is_deleting(obj) and not objects.is_deleting({"metadata": {}})
+    assert objects.has_finalizer(obj, "a/b") and not objects.has_finalizer({}, "a/b")
+    labels = objects.labels_of(obj)
+    labels["new"] = "x"  # a copy
+    assert objects.labels_of(obj) == {"l": "1"}
+    assert objects.annotations_of(obj) == {"a": "2"} and objects.annotations_of({}) == {}
+
+
+def test_times_round_trip_and_bad_ones_are_unset_unless_strict() -> None:
+    t = objects.parse_time("2024-05-01T12:00:00Z")
+    assert t == dt.datetime(2024, 5, 1, 12, tzinfo=dt.UTC)
+    assert t is not None and objects.format_time(t) == "2024-05-01T12:00:00Z"
+    assert objects.parse_time("2024-05-01T14:00:00+02:00") == t
+    assert objects.parse_time("2024-05-01T12:00:00") == t  # no offset: UTC
+    assert objects.parse_time(None) is None and objects.parse_time("") is None
+    assert objects.parse_time("yesterday") is None
+    with pytest.raises(ValueError, match="RFC 3339"):
+        objects.parse_time("yesterday", strict=True)
+
+
+def test_secret_data_is_decoded_with_string_data_on_top() -> None:
+    secret = {
+        "data": {"a": base64.b64encode(b"x").decode(), "b": base64.b64encode(b"y").decode()},
+        "stringData": {"b": "z"},
+    }
+    assert objects.decode_secret_data(secret) == {"a": "x", "b": "z"}
+    bad = {"data": {"k": base64.b64encode(b"\xff").decode()}}
+    with pytest.raises(UnicodeDecodeError):
+        objects.decode_secret_data(bad)
+    assert objects.decode_secret_data(bad, errors="replace") == {"k": "\ufffd"}
