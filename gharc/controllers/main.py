@@ -624,6 +624,7 @@ async def _runtime(
     args: ControllerArgs, github_transport: Any
 ) -> AsyncIterator[tuple[Any, Any, Any]]:
     """The Kubernetes client, GitHub client pool and event recorder of either mode."""
+    from gharc.github.breaker import BreakerRegistry
     from gharc.github.pool import ClientPool
     from gharc.github.transport import CONTROLLER_RETRY
     from gharc.kube.client import KubeClient
@@ -639,6 +640,7 @@ async def _runtime(
         user_agent=f"{c.USER_AGENT_PREFIX}gharc-{args.build_version}",
         transport=github_transport,
         retry=CONTROLLER_RETRY,
+        breakers=BreakerRegistry(),
     )
     recorder = EventRecorder(kube, component="gharc-controller")
     try:

@@ -21,6 +21,7 @@ from typing import Any
 import httpx
 
 from gharc.github.auth import Credentials
+from gharc.github.breaker import BreakerRegistry
 from gharc.github.config import GitHubConfig
 from gharc.github.errors import (
     Conflict,
@@ -110,6 +111,7 @@ class ActionsClient:
         retry: RetryPolicy | None = None,
         sleep: Sleep | None = None,
         clock: Clock = time.time,
+        breakers: BreakerRegistry | None = None,
         rest: RestClient | None = None,
         admin_refresh_margin: float = 60.0,
         limits: httpx.Limits | None = None,
@@ -127,6 +129,7 @@ class ActionsClient:
             retry=retry,
             sleep=sleep,
             clock=clock,
+            breakers=breakers,
         )
         self._http = make_http_client(
             metrics=metrics,
@@ -136,7 +139,14 @@ class ActionsClient:
             transport=transport,
             limits=limits,
         )
-        self._sender = Sender(self._http, policy=retry, sleep=sleep, clock=clock)
+        self._sender = Sender(
+            self._http,
+            policy=retry,
+            sleep=sleep,
+            clock=clock,
+            breakers=breakers,
+            identity=credentials.identity,
+        )
         self._clock = clock
         self._margin = admin_refresh_margin
         self._admin: AdminConnection | None = None

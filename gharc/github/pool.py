@@ -3,8 +3,10 @@
 Controllers reconcile many objects for the same scope; without a pool each would run its own
 admin-token exchange, connection pool and REST cache. REST clients (and so registration
 tokens and the HTTP cache) are shared per (scope, credential); the cache storage is shared by
-the whole pool, keyed per credential. A client for a scale set with ``spec.proxy`` sends
-everything through that proxy (:mod:`gharc.github.proxy`), not the process environment's.
+the whole pool, keyed per credential. With ``breakers`` (the controllers' pool), all
+clients of one (host, credential) share one circuit breaker. A client for a scale set
+with ``spec.proxy`` sends everything through that proxy (:mod:`gharc.github.proxy`), not
+the process environment's.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import httpx
 
 from gharc.github.actions import ActionsClient
 from gharc.github.auth import Credentials
+from gharc.github.breaker import BreakerRegistry
 from gharc.github.cache import MemoryStorage
 from gharc.github.config import GitHubConfig, parse_config_url
 from gharc.github.metrics import GitHubMetrics, default_metrics
@@ -39,6 +42,7 @@ class ClientPool:
         sleep: Sleep | None = None,
         clock: Clock = time.time,
         limits: httpx.Limits | None = None,
+        breakers: BreakerRegistry | None = None,
     ) -> None:
         self._metrics = metrics or default_metrics()
         self._limits = limits
@@ -48,6 +52,7 @@ class ClientPool:
             "retry": retry,
             "sleep": sleep,
             "clock": clock,
+            "breakers": breakers,
         }
         self._cache = MemoryStorage()
         self._rest: dict[PoolKey, RestClient] = {}

@@ -18,6 +18,7 @@ import httpx
 from hishel import AsyncBaseStorage
 
 from gharc.github.auth import AccessToken, AppTokenSource, Credentials, GitHubApp, parse_timestamp
+from gharc.github.breaker import BreakerRegistry
 from gharc.github.cache import MemoryStorage
 from gharc.github.config import GitHubConfig, Scope
 from gharc.github.errors import GitHubError, Unauthorized
@@ -52,6 +53,7 @@ class RestClient:
         retry: RetryPolicy | None = None,
         sleep: Sleep | None = None,
         clock: Clock = time.time,
+        breakers: BreakerRegistry | None = None,
         cache: AsyncBaseStorage | None = None,
         registration_token_margin: float = 1800.0,
     ) -> None:
@@ -66,7 +68,14 @@ class RestClient:
             transport=transport,
             cache=cache if cache is not None else MemoryStorage(),
         )
-        self._sender = Sender(self._http, policy=retry, sleep=sleep, clock=clock)
+        self._sender = Sender(
+            self._http,
+            policy=retry,
+            sleep=sleep,
+            clock=clock,
+            breakers=breakers,
+            identity=credentials.identity,
+        )
         self._app: AppTokenSource | None = (
             AppTokenSource(credentials, self._exchange_app_token, clock=clock)
             if isinstance(credentials, GitHubApp)

@@ -1,6 +1,9 @@
 """The one place that decides how HTTP calls to GitHub are sent, retried and turned into errors.
 
-* 5xx and connection errors: retried with jittered exponential backoff, bounded attempts.
+* 5xx and connection errors: retried with jittered exponential backoff, bounded attempts;
+  with a :class:`~gharc.github.breaker.BreakerRegistry` (the controllers'), every attempt
+  also passes the (host, credential) circuit breaker, which fails fast with
+  :class:`CircuitOpen` once that host has failed too often lately.
 * 403/429 rate limits: waited out until ``Retry-After`` / ``X-RateLimit-Reset`` when that is
   within the cap, else :class:`RateLimited` at once (the caller decides, e.g. exit). The
   controllers' cap (:data:`CONTROLLER_RETRY`) is 2 s: they requeue instead of waiting.
@@ -27,8 +30,15 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 import httpx
 from hishel import AsyncBaseStorage
 
+from gharc.github.breaker import PRIORITY_ENDPOINTS, BreakerRegistry
 from gharc.github.cache import cached_transport
-from gharc.github.errors import ConnectionFailed, GitHubError, RateLimited, class_for
+from gharc.github.errors import (
+    CircuitOpen,
+    ConnectionFailed,
+    GitHubError,
+    RateLimited,
+    class_for,
+)
 from gharc.github.metrics import GitHubMetrics
 
 log = logging.getLogger(__name__)
@@ -231,9 +241,7 @@ def make_http_client(
     mounts: dict[str, httpx.AsyncBaseTransport | None] = {}
     for pattern, proxy in get_environment_proxies().items():
         mounts[pattern] = (
-            wrap(httpx.AsyncHTTPTransport(verify=verify, proxy=proxy, **pool))
-            if proxy
-            else None
+            wrap(httpx.AsyncHTTPTransport(verify=verify, proxy=proxy, **pool)) if proxy else None
         )
     return httpx.AsyncClient(
         transport=wrap(httpx.AsyncHTTPTransport(verify=verify, **pool)),
@@ -255,8 +263,12 @@ class Sender:
         sleep: Sleep | None = None,
         clock: Clock = time.time,
         rng: random.Random | None = None,
+        breakers: BreakerRegistry | None = None,
+        identity: str = "",
     ) -> None:
         self.client = client
+        self.breakers = breakers
+        self.identity = identity
         self.policy = policy or RetryPolicy()
         self._sleep = sleep or asyncio.sleep
         self.clock = clock
@@ -290,18 +302,37 @@ class Sender:
                 timeout=timeout if timeout is not None else httpx.USE_CLIENT_DEFAULT,
                 extensions=extensions,
             )
+            breaker = self.breakers.for_url(url, self.identity) if self.breakers else None
+            if breaker is not None:
+                try:
+                    breaker.acquire(priority=endpoint in PRIORITY_ENDPOINTS)
+                except CircuitOpen as exc:
+                    exc.url, exc.method = redact_url(url), method
+                    raise
+            outcome: bool | None = None  # None: cancelled, nothing learnt about the host
+            failure: httpx.TransportError | None = None
             try:
                 response = await self.client.send(request)
+                outcome = response.status_code < 500
             except httpx.TransportError as exc:
+                failure, outcome = exc, False
+            finally:
+                if breaker is not None:
+                    breaker.release(outcome)
+            if failure is not None:
                 if attempt >= self.policy.max_attempts:
                     raise ConnectionFailed(
-                        f"{type(exc).__name__} after {attempt} attempts",
+                        f"{type(failure).__name__} after {attempt} attempts",
                         url=redact_url(url),
                         method=method,
                     ) from None
                 delay = self.policy.backoff(attempt, self._rng)
                 log.info(
-                    "GitHub %s %s: %s, retry in %.1fs", method, endpoint, type(exc).__name__, delay
+                    "GitHub %s %s: %s, retry in %.1fs",
+                    method,
+                    endpoint,
+                    type(failure).__name__,
+                    delay,
                 )
                 await self._sleep(delay)
                 continue

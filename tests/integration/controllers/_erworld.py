@@ -22,6 +22,7 @@ from gharc.controllers.scaleset import ephemeralrunner, ephemeralrunnerset
 from gharc.controllers.scaleset.credentials import ClientResolver
 from gharc.controllers.scaleset.metrics import ControllerMetrics
 from gharc.controllers.scaleset.options import ScaleSetOptions
+from gharc.github.breaker import BreakerRegistry
 from gharc.github.pool import ClientPool
 from gharc.github.transport import CONTROLLER_RETRY
 from gharc.kube.cache import Cache
@@ -87,7 +88,10 @@ class World:
     recorder: MemoryRecorder = field(default_factory=MemoryRecorder)
     registry: CollectorRegistry = field(default_factory=CollectorRegistry)
     metrics: ControllerMetrics | None = None
-    pool: ClientPool = field(default_factory=lambda: ClientPool(retry=CONTROLLER_RETRY))
+    pool: ClientPool = field(
+        # As the controller builds it: requeue on long rate limits, one breaker per host.
+        default_factory=lambda: ClientPool(retry=CONTROLLER_RETRY, breakers=BreakerRegistry())
+    )
     cache: Cache | None = None
     controllers: list[Controller] = field(default_factory=list)
     tasks: list[asyncio.Task[None]] = field(default_factory=list)
@@ -215,7 +219,7 @@ class World:
             return runners or [{}]
 
         result = await eventually(probe, timeout=timeout, message=f"{count} runners")
-        return [r for r in result if r]
+        return [r for r in result or [] if r]
 
     async def pod_status(self, name: str, status: JSON) -> JSON:
         """Play the kubelet: write a pod's status."""
@@ -324,8 +328,11 @@ def jit_data(secret: JSON) -> dict[str, str]:
     return {k: base64.b64decode(v).decode() for k, v in (secret.get("data") or {}).items()}
 
 
-async def make_world(kubeconfig: str, namespace: str, **options: Any) -> tuple[World, Any]:
-    """Start the fake GitHub, a credentials Secret, a scale set; returns (world, closer)."""
+async def make_world(
+    kubeconfig: str, namespace: str, *, pool: ClientPool | None = None, **options: Any
+) -> tuple[World, Any]:
+    """Start the fake GitHub, a credentials Secret, a scale set; returns (world, closer).
+    ``pool`` replaces the controller's GitHub client pool (e.g. one without breakers)."""
     gh = FakeGitHubServer(poll_timeout=1.0)
     await gh.start()
     kube = await KubeClient.from_config(kubeconfig=kubeconfig)
@@ -344,6 +351,8 @@ async def make_world(kubeconfig: str, namespace: str, **options: Any) -> tuple[W
         **options,
     )
     world = World(kube=kube, gh=gh, namespace=namespace, scale_set=scale_set, options=opts)
+    if pool is not None:
+        world.pool = pool
     await world.start()
 
     async def close() -> None:
