@@ -10,14 +10,19 @@ EphemeralRunners. One step per reconcile, in this order (spec §9 with behaviour
    rebuilt (busy ones kept), then the applied revision advances (``>=`` guard, optimistic
    lock) and the finished-cleanup marker is cleared.
 3. Outdated phase: only cleanup, no scaling.
-4. Finished-runner cleanup (B3): record ``status.finishedRunnerCleanupPatchID`` for the
+4. Failed runners (B2, ARC #3729): deleted (the ER's finalizer removes what is left of the
+   registration) with a Warning event on the set naming the runner and its reason, so the
+   set replaces them; at a bounded rate (``failed_runner_replace_backoff``): while the
+   set backs off, the Failed runners it keeps count as capacity, and an event says so.
+   Runners failed for an invalid pod template are kept: a replacement would fail alike.
+5. Finished-runner cleanup (B3): record ``status.finishedRunnerCleanupPatchID`` for the
    current patch (optimistic lock), delete the finished runners, return. The gap the
    cleanup opens is not demand: while ``spec.patchID`` equals that marker (and is > 0),
    read uncached, nothing is created.
-5. Scaling: up to ``replicas`` counting pending + running + deleting runners (B3) and not
+6. Scaling: up to ``replicas`` counting pending + running + deleting runners (B3) and not
    Failed ones (B2); down only on patch ID 0, only idle or pending runners, registration
    removed first (B5: ``JobStillRunning`` means busy, skip it).
-6. Status counts, patched only when they change (the listener patches this object too).
+7. Status counts, patched only when they change (the listener patches this object too).
 
 Runners we created or deleted but the cache has not shown yet are remembered for a short
 while (:mod:`gharc.kube.expectations`, as Kubernetes' ReplicaSet controller does), so a
@@ -39,7 +44,7 @@ from gharc.controllers.scaleset.credentials import ClientResolver, Configuration
 from gharc.controllers.scaleset.ephemeralrunner import NEWBORN, ManagerLike, parse_time
 from gharc.controllers.scaleset.events import NORMAL, WARNING, EventRecorder, emit
 from gharc.controllers.scaleset.metrics import ControllerMetrics
-from gharc.controllers.scaleset.options import ScaleSetOptions
+from gharc.controllers.scaleset.options import FAILED_RUNNER_WINDOW, ScaleSetOptions
 from gharc.github import errors as gh
 from gharc.github.actions import ActionsClient
 from gharc.kube import errors as kerr
@@ -121,6 +126,9 @@ class Buckets:
     def terminated(self) -> list[JSON]:
         return self.finished + self.failed + self.outdated
 
+    held: list[JSON] = field(default_factory=list)
+    """Failed runners the replace backoff keeps for now (a subset of ``failed``)."""
+
     @property
     def invalid(self) -> list[JSON]:
         """Failed because the template is unusable: a replacement would fail the same way."""
@@ -131,18 +139,36 @@ class Buckets:
 
         Deleting runners count (they still hold a registration and may still run); Failed
         ones do not (B2), except those failed for an invalid pod template, which would only
-        be replaced by more of the same (and the set would create runners in a hot loop).
+        be replaced by more of the same (and the set would create runners in a hot loop),
+        and those the replace backoff holds back (a set whose runners keep failing must not
+        create and fail runners as fast as it can).
         """
         return (
             len(self.pending)
             + len(self.running)
             + len(self.deleting)
             + len(self.invalid)
+            + len(self.held)
             + self.in_flight
         )
 
     def scale_down_total(self) -> int:
         return len(self.pending) + len(self.running)
+
+
+@dataclass
+class FailedStreak:
+    """Failed runners one set replaced in a row: the state of its replace backoff.
+
+    Kept in memory: after a restart the ladder starts again at its first step, which at
+    worst lets a few more replacements through once, still bounded.
+    """
+
+    count: int = 0
+    last: float = float("-inf")
+    """Monotonic time of the last replacement."""
+    reported: float = float("nan")
+    """``last`` when the backoff event was emitted, so it is emitted once per step."""
 
 
 # --- the reconciler ----------------------------------------------------------------------
@@ -169,6 +195,8 @@ class EphemeralRunnerSetReconciler:
         self._uids: dict[Request, str] = {}
         self._status_written: dict[str, float] = {}
         """Set uid -> monotonic time of its last status count write."""
+        self._failed: dict[str, FailedStreak] = {}
+        """Set uid -> its Failed-runner replace backoff."""
         self._markers: dict[str, int | None] = {}
         """Set uid -> the cleanup marker this process last wrote (B3). This reconciler is
         the marker's only writer, so once it wrote one it knows the value without the
@@ -192,6 +220,7 @@ class EphemeralRunnerSetReconciler:
             self._expectations.forget(gone)
             self._status_written.pop(gone, None)
             self._markers.pop(gone, None)
+            self._failed.pop(gone, None)
             return None
         uid = str(rr.meta(ers).get("uid"))
         self._uids[request] = uid
@@ -229,10 +258,11 @@ class EphemeralRunnerSetReconciler:
         result = await self._ensure_proxy_secret(ers)
         if result is not None:
             return result
+        failed_wait = await self._replace_failed(ers, b)
         if b.finished:
-            return await self._clean_finished(ers, b)
+            return _sooner(await self._clean_finished(ers, b), failed_wait)
         result = await self._scale(ers, b)
-        return result or await self._update_status(ers, b)
+        return _sooner(result or await self._update_status(ers, b), failed_wait)
 
     # -- deletion ------------------------------------------------------------------------
 
@@ -329,6 +359,60 @@ class EphemeralRunnerSetReconciler:
             "RevisionApplied",
             f"revision {target}: {rebuilt} idle runner(s) replaced, {kept} busy runner(s) kept",
         )
+        return None
+
+    # -- B2: failed runners ----------------------------------------------------------------
+
+    async def _replace_failed(self, ers: JSON, b: Buckets) -> float | None:
+        """Delete Failed runners so the set replaces them, at a bounded rate (ARC #3729).
+
+        A Failed runner will not come back (the ER controller gave up on it and removed
+        its registration), yet left in place it is an object users must reap by hand. Each
+        one is named in a Warning event on the set, so the failure is not lost with it.
+        The n-th replacement in a row waits ``failed_runner_replace_backoff[n]`` after the
+        previous one; the runners held back meanwhile stay in ``b.failed`` and count as
+        capacity (``b.held``). Returns the seconds until the next one may go (the requeue: nothing
+        else would wake us when the backoff ends).
+        """
+        due = [er for er in b.failed if rr.status_of(er).get("reason") != c.REASON_INVALID_POD]
+        if not due:
+            return None
+        uid = str(rr.meta(ers).get("uid"))
+        streak = self._failed.setdefault(uid, FailedStreak())
+        ladder = self.options.failed_runner_replace_backoff or (0.0,)
+        for er in due:
+            now = time.monotonic()
+            if now - streak.last > FAILED_RUNNER_WINDOW:
+                streak.count = 0
+            wait = streak.last + float(ladder[min(streak.count, len(ladder) - 1)]) - now
+            status = rr.status_of(er)
+            name = rr.meta(er).get("name")
+            why = f"{status.get('reason') or 'Failed'}: {status.get('message') or 'no message'}"
+            if wait > 0:
+                if streak.reported != streak.last:
+                    streak.reported = streak.last
+                    await emit(
+                        self.recorder,
+                        ers,
+                        WARNING,
+                        "FailedRunnerBackoff",
+                        f"{streak.count} failed runner(s) replaced in a row; runner {name} "
+                        f"({why}) is replaced in {wait:.0f}s",
+                    )
+                b.held = due[due.index(er) :]
+                return wait
+            await emit(
+                self.recorder,
+                ers,
+                WARNING,
+                "RunnerFailed",
+                f"runner {name} failed ({why}); deleting it so the set replaces it",
+            )
+            await self._delete_runner(ers, er)
+            b.failed.remove(er)
+            b.deleting.append(er)
+            streak.count += 1
+            streak.last = now
         return None
 
     # -- B3: finished runners --------------------------------------------------------------
@@ -604,6 +688,17 @@ class EphemeralRunnerSetReconciler:
         self.metrics.pending_ephemeral_runners.labels(**values).set(len(b.pending))
         self.metrics.running_ephemeral_runners.labels(**values).set(len(b.running))
         self.metrics.failed_ephemeral_runners.labels(**values).set(len(b.failed))
+
+
+def _sooner(result: Result | None, wait: float | None) -> Result | None:
+    """``result``, or a requeue after ``wait`` seconds when that comes first."""
+    if wait is None:
+        return result
+    if result is None or not (result.requeue or result.requeue_after):
+        return Result(requeue_after=wait)
+    if result.requeue_after and result.requeue_after > wait:
+        return Result(requeue_after=wait)
+    return result
 
 
 def _age(obj: Mapping[str, Any], now: float) -> float:

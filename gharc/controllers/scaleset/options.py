@@ -8,6 +8,11 @@ from gharc.api.scaleset import constants as c
 
 #: Delays before re-creating a failed runner pod, indexed by failures so far (behaviours B2).
 RUNNER_FAILURE_BACKOFF: tuple[float, ...] = (0.0, 5.0, 10.0, 20.0, 40.0, 80.0)
+#: Delays before the set replaces one more Failed runner, indexed by the Failed runners it
+#: replaced in a row (each within ``FAILED_RUNNER_WINDOW`` of the previous one), then capped.
+FAILED_RUNNER_REPLACE_BACKOFF: tuple[float, ...] = (0.0, 0.0, 30.0, 60.0, 120.0, 300.0)
+#: A set that replaced no Failed runner for this long starts its backoff ladder again.
+FAILED_RUNNER_WINDOW = 600.0
 #: Delays before re-creating a listener that exited non-zero (behaviours B1), then capped.
 LISTENER_FAILURE_BACKOFF: tuple[float, ...] = (5.0, 10.0, 20.0, 40.0, 80.0, 160.0)
 #: ``--listener-mode`` values.
@@ -40,6 +45,13 @@ class ScaleSetOptions:
     once, so sets only run in parallel with other sets)."""
     runner_failure_backoff: tuple[float, ...] = RUNNER_FAILURE_BACKOFF
     runner_max_failures: int = 5
+    failed_runner_replace_backoff: tuple[float, ...] = FAILED_RUNNER_REPLACE_BACKOFF
+    """How fast an EphemeralRunnerSet deletes and replaces its Failed runners: a runner that
+    keeps failing must not turn into a create/fail storm against GitHub and the API server."""
+    runner_startup_timeout: float = 600.0
+    """``--runner-startup-timeout``: seconds a runner that has not come online yet (pod not
+    running) is protected from scale down, so a job just assigned to it is not cancelled
+    while its pod waits for a node (ARC #3581, #3516). After it, a stuck runner may go."""
     listener_failure_backoff: tuple[float, ...] = LISTENER_FAILURE_BACKOFF
     build_version: str = "dev"
     listener_mode: str = "InProcess"
