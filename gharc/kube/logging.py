@@ -18,7 +18,30 @@ import types
 from collections.abc import Iterator, Mapping
 from typing import IO, Any
 
-__all__ = ["ConsoleFormatter", "JsonFormatter", "log_context", "log_fields", "setup_logging"]
+__all__ = [
+    "LOG_LEVELS",
+    "ConsoleFormatter",
+    "JsonFormatter",
+    "level_of",
+    "log_context",
+    "log_fields",
+    "setup_logging",
+]
+
+#: The ``--log-level`` / ``log_level`` names ARC's controller, listener and webhook server
+#: accept, and the level each means. One table, so the three commands and the listener
+#: config the controller writes agree on what is valid.
+LOG_LEVELS: Mapping[str, int] = types.MappingProxyType(
+    {"debug": logging.DEBUG, "info": logging.INFO, "warn": logging.WARNING, "error": logging.ERROR}
+)
+
+
+def level_of(name: str, default: int = logging.INFO) -> int:
+    """The level of a ``log_level`` name (any case; ``warning`` too, as the listener's
+    config allows), or ``default`` for a name that is not one."""
+    key = name.lower()
+    return LOG_LEVELS.get("warn" if key == "warning" else key, default)
+
 
 _EMPTY: Mapping[str, Any] = types.MappingProxyType({})
 _CONTEXT: contextvars.ContextVar[Mapping[str, Any]] = contextvars.ContextVar(

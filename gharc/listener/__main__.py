@@ -18,17 +18,10 @@ from typing import Any
 if "httpx" not in sys.modules:
     sys.modules.setdefault("httpx._main", None)  # type: ignore[arg-type]
 
+from gharc.kube.logging import level_of
 from gharc.listener.config import ConfigError, ListenerConfig, load_config
 
 __all__ = ["configure_logging", "main"]
-
-_LEVELS = {
-    "debug": logging.DEBUG,
-    "info": logging.INFO,
-    "warn": logging.WARNING,
-    "warning": logging.WARNING,
-    "error": logging.ERROR,
-}
 
 
 class _JsonFormatter(logging.Formatter):
@@ -56,7 +49,7 @@ def configure_logging(cfg: ListenerConfig) -> None:
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(logging.WARNING)
-    logging.getLogger("gharc").setLevel(_LEVELS.get(cfg.log_level, logging.DEBUG))
+    logging.getLogger("gharc").setLevel(level_of(cfg.log_level, logging.DEBUG))
 
 
 def main(config_path: str | None = None) -> int:

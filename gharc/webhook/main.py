@@ -29,8 +29,6 @@ from typing import Any
 
 log = logging.getLogger("gharc.webhook")
 
-_LOG_LEVELS = {"debug": "DEBUG", "info": "INFO", "warn": "WARNING", "error": "ERROR"}
-
 
 class UsageError(ValueError):
     """The server cannot start with these flags."""
@@ -128,7 +126,9 @@ def build_parser(env: Mapping[str, str]) -> argparse.ArgumentParser:
 def parse_args(argv: Sequence[str], environ: Mapping[str, str] | None = None) -> WebhookArgs:
     env = os.environ if environ is None else environ
     ns = build_parser(env).parse_args(list(argv))
-    if ns.log_level not in _LOG_LEVELS:
+    from gharc.kube.logging import LOG_LEVELS
+
+    if ns.log_level not in LOG_LEVELS:
         raise UsageError(f"--log-level {ns.log_level!r}: use debug, info, warn or error")
     if ns.queue_limit <= 0:
         raise UsageError("--queue-limit must be positive")
@@ -279,10 +279,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except UsageError as err:
         print(f"gharc webhook-server: error: {err}", file=sys.stderr)
         return 2
-    from gharc.kube.logging import setup_logging
+    from gharc.kube.logging import LOG_LEVELS, setup_logging
 
     setup_logging(
-        level=_LOG_LEVELS[args.log_level],
+        level=LOG_LEVELS[args.log_level],
         format="json" if args.log_format == "json" else "console",
     )
     try:
