@@ -25,6 +25,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from gharc.api.scaleset.constants import max_runners_or_unlimited
+
 __all__ = [
     "DEFAULT_CONFIG_PATH",
     "ENV_CONFIG_PATH",
@@ -106,7 +108,8 @@ class ListenerConfig(BaseModel):
     ephemeral_runner_set_namespace: str = ""
     ephemeral_runner_set_name: str = ""
     min_runners: int = Field(default=0, ge=0, le=MAX_INT32)
-    max_runners: int = Field(default=MAX_INT32, ge=0, le=MAX_INT32)
+    # Unset means unlimited: the one default, applied by the validator below.
+    max_runners: int = Field(default=None, ge=0, le=MAX_INT32, validate_default=True)
     runner_scale_set_id: int = 0
     runner_scale_set_name: str = ""
     server_root_ca: str = ""
@@ -133,6 +136,11 @@ class ListenerConfig(BaseModel):
     def _app_id_text(cls, value: Any) -> Any:
         # ARC's controller writes the app id as a string; hand-written configs use a number.
         return str(value) if isinstance(value, int) and not isinstance(value, bool) else value
+
+    @field_validator("max_runners", mode="before")
+    @classmethod
+    def _unlimited(cls, value: Any) -> Any:
+        return max_runners_or_unlimited(value) if value is None else value
 
     @field_validator("log_level", "log_format", mode="before")
     @classmethod

@@ -161,6 +161,18 @@ INDEX_OWNER: Final = ".metadata.controller"
 
 #: What a nil ``maxRunners`` means for the listener.
 MAX_RUNNERS_UNLIMITED: Final = 2**31 - 1
+
+
+def max_runners_or_unlimited(value: Any) -> int:
+    """``maxRunners`` as a number: unset (None) means unlimited, ``MaxInt32``.
+
+    ARC applies this default once, where the controller builds the listener; here too it is
+    this one function, used by the typed model, the listener builder, the listener config
+    the controller writes and the listener reading a hand-written config.
+    """
+    return MAX_RUNNERS_UNLIMITED if value is None else int(value)
+
+
 #: Longest AutoscalingRunnerSet name ARC's chart allows: ``<name>-<8>-listener`` <= 63.
 MAX_AUTOSCALING_RUNNER_SET_NAME_LENGTH: Final = 45
 #: Scale set labels must be non-empty and shorter than this.

@@ -215,4 +215,4 @@ class AutoscalingRunnerSetSpec(_Model):
     @property
     def effective_max_runners(self) -> int:
         """``maxRunners``, nil meaning unlimited (``MaxInt32``, as ARC tells the listener)."""
-        return c.MAX_RUNNERS_UNLIMITED if self.max_runners is None else self.max_runners
+        return c.max_runners_or_unlimited(self.max_runners)

@@ -31,6 +31,7 @@ from gharc.controllers.scaleset.labels import filter_and_merge_labels
 from gharc.controllers.scaleset.options import ScaleSetOptions
 from gharc.github.config import InvalidConfigUrl, parse_config_url
 from gharc.kube.handler import owner_reference
+from gharc.kube.logging import LOG_LEVELS
 from gharc.kube.objects import decode_secret_data
 from gharc.kube.objects import semantically_equal as semantically_equal  # re-export
 
@@ -139,7 +140,6 @@ def desired_listener(ars: Mapping[str, Any], options: ScaleSetOptions) -> JSON:
     annotations = meta.get("annotations") or {}
     scale_set_id = int(str(annotations.get(c.ANNOTATION_RUNNER_SCALE_SET_ID, "")))
     min_runners = spec.get("minRunners")
-    max_runners = spec.get("maxRunners")
     listener_spec: JSON = {
         "githubConfigUrl": spec.get("githubConfigUrl"),
         "githubConfigSecret": spec.get("githubConfigSecret"),
@@ -149,7 +149,7 @@ def desired_listener(ars: Mapping[str, Any], options: ScaleSetOptions) -> JSON:
         "autoscalingRunnerSetName": meta.get("name"),
         "ephemeralRunnerSetName": c.ephemeral_runner_set_name(str(meta.get("name"))),
         "minRunners": int(min_runners) if min_runners is not None else 0,
-        "maxRunners": int(max_runners) if max_runners is not None else c.MAX_RUNNERS_UNLIMITED,
+        "maxRunners": c.max_runners_or_unlimited(spec.get("maxRunners")),
         "image": options.listener_image,
         "imagePullSecrets": [{"name": n} for n in options.listener_image_pull_secrets],
         "proxy": spec.get("proxy"),
@@ -327,12 +327,12 @@ def listener_config(
         "configure_url": spec.get("githubConfigUrl") or "",
         "ephemeral_runner_set_namespace": spec.get("autoscalingRunnerSetNamespace") or "",
         "ephemeral_runner_set_name": spec.get("ephemeralRunnerSetName") or "",
-        "max_runners": int(spec.get("maxRunners", c.MAX_RUNNERS_UNLIMITED)),
+        "max_runners": c.max_runners_or_unlimited(spec.get("maxRunners")),
         "min_runners": int(spec.get("minRunners", 0)),
         "runner_scale_set_id": int(spec.get("runnerScaleSetId") or 0),
         "runner_scale_set_name": spec.get("autoscalingRunnerSetName") or "",
         "log_level": options.log_level
-        if options.log_level in ("debug", "info", "warn", "error")
+        if options.log_level in LOG_LEVELS
         else c.DEFAULT_LISTENER_LOG_LEVEL,
         "log_format": options.log_format
         if options.log_format in ("text", "json")

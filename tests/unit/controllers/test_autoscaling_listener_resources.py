@@ -249,3 +249,43 @@ def test_schedule_and_burst_travel_from_the_scale_set_to_the_listener_config() -
     parsed = ListenerConfig.model_validate(cfg)
     parsed.validate_semantics()
     assert parsed.burst_runners == 3
+
+
+@pytest.mark.parametrize(("given", "want"), [({}, c.MAX_RUNNERS_UNLIMITED), ({"maxRunners": 3}, 3)])
+def test_unset_max_runners_means_unlimited_everywhere_it_is_read(
+    given: dict[str, Any], want: int
+) -> None:
+    from gharc.api.scaleset.models import AutoscalingRunnerSetSpec
+    from gharc.listener.config import ListenerConfig
+
+    desired = lr.desired_listener(ars(**given), OPTIONS)
+    assert desired["spec"]["maxRunners"] == want
+    assert (
+        AutoscalingRunnerSetSpec.model_validate(ars(**given)["spec"]).effective_max_runners == want
+    )
+    cfg = lr.listener_config(desired, {"github_token": "t"}, OPTIONS)
+    assert cfg["max_runners"] == want
+    # A listener spec written without maxRunners (by hand, or by an older controller).
+    bare = {**desired, "spec": {k: v for k, v in desired["spec"].items() if k != "maxRunners"}}
+    assert lr.listener_config(bare, {"github_token": "t"}, OPTIONS)["max_runners"] == (
+        c.MAX_RUNNERS_UNLIMITED
+    )
+    listener_cfg = {k: v for k, v in cfg.items() if k != "max_runners" or given}
+    assert ListenerConfig.model_validate(listener_cfg).max_runners == want
+    assert ListenerConfig.model_validate({**cfg, "max_runners": None}).max_runners == (
+        c.MAX_RUNNERS_UNLIMITED
+    )
+
+
+@pytest.mark.parametrize("level", ["debug", "info", "warn", "error", "bogus"])
+def test_the_listener_log_level_comes_from_the_one_table(level: str) -> None:
+    from gharc.kube.logging import LOG_LEVELS
+
+    cfg = lr.listener_config(
+        lr.desired_listener(ars(), OPTIONS),
+        {"github_token": "t"},
+        ScaleSetOptions(
+            controller_namespace="arc-systems", listener_image="gharc:1", log_level=level
+        ),
+    )
+    assert cfg["log_level"] == (level if level in LOG_LEVELS else c.DEFAULT_LISTENER_LOG_LEVEL)
