@@ -103,7 +103,6 @@ class _Hosted:
     listener: Listener | None = None
     metrics: ListenerMetrics | None = None
     stop_requested: bool = False
-    keep_session: bool = False
     wake: asyncio.Event = field(default_factory=asyncio.Event)
     phase: str = PHASE_PENDING
     session_id: str = ""
@@ -210,7 +209,6 @@ class ListenerHost:
         if hosted is not None:
             fresh.failures = hosted.failures
             fresh.last_failure_time = hosted.last_failure_time
-            fresh.metrics = None
         self._hosted[key] = fresh
         self._by_runner_set[runner_set] = fresh
         previous = hosted.task if hosted is not None else None
@@ -355,7 +353,6 @@ class ListenerHost:
 
     def _request_stop(self, hosted: _Hosted, *, keep_session: bool) -> None:
         hosted.stop_requested = True
-        hosted.keep_session = keep_session
         hosted.wake.set()
         if hosted.listener is not None:
             hosted.listener.keep_session_on_stop = keep_session
