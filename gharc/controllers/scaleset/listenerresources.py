@@ -248,43 +248,37 @@ def listener_service_account(listener: Mapping[str, Any], options: ScaleSetOptio
     return {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": out_meta}
 
 
-def listener_role(listener: Mapping[str, Any], options: ScaleSetOptions) -> JSON:
-    """Role in the ARS namespace: patch its own ERS, patch runners and their status only."""
-    meta, spec = _meta(listener), _spec(listener)
-    labels, annotations = _with_user_meta(listener, "roleMetadata", rbac_labels(listener), options)
+def _rbac_object(
+    listener: Mapping[str, Any], options: ScaleSetOptions, kind: str, name: str, meta_key: str
+) -> JSON:
+    """A Role or RoleBinding in the ARS namespace, with the user's ``meta_key`` metadata."""
+    labels, annotations = _with_user_meta(listener, meta_key, rbac_labels(listener), options)
     out_meta: JSON = {
-        "name": c.listener_role_name(str(meta["name"])),
-        "namespace": spec.get("autoscalingRunnerSetNamespace"),
+        "name": name,
+        "namespace": _spec(listener).get("autoscalingRunnerSetNamespace"),
         "labels": labels,
     }
     if annotations:
         out_meta["annotations"] = annotations
+    return {"apiVersion": f"{RBAC_API_GROUP}/v1", "kind": kind, "metadata": out_meta}
+
+
+def listener_role(listener: Mapping[str, Any], options: ScaleSetOptions) -> JSON:
+    """Role in the ARS namespace: patch its own ERS, patch runners and their status only."""
+    name = c.listener_role_name(str(_meta(listener)["name"]))
     return {
-        "apiVersion": f"{RBAC_API_GROUP}/v1",
-        "kind": "Role",
-        "metadata": out_meta,
-        "rules": c.listener_role_rules([str(spec.get("ephemeralRunnerSetName") or "")]),
+        **_rbac_object(listener, options, "Role", name, "roleMetadata"),
+        "rules": c.listener_role_rules([str(_spec(listener).get("ephemeralRunnerSetName") or "")]),
     }
 
 
 def listener_role_binding(listener: Mapping[str, Any], options: ScaleSetOptions) -> JSON:
     """RoleBinding of the listener's Role to its ServiceAccount (across namespaces)."""
-    meta, spec = _meta(listener), _spec(listener)
+    meta = _meta(listener)
     name = str(meta["name"])
-    labels, annotations = _with_user_meta(
-        listener, "roleBindingMetadata", rbac_labels(listener), options
-    )
-    out_meta: JSON = {
-        "name": c.listener_role_binding_name(name),
-        "namespace": spec.get("autoscalingRunnerSetNamespace"),
-        "labels": labels,
-    }
-    if annotations:
-        out_meta["annotations"] = annotations
+    binding = c.listener_role_binding_name(name)
     return {
-        "apiVersion": f"{RBAC_API_GROUP}/v1",
-        "kind": "RoleBinding",
-        "metadata": out_meta,
+        **_rbac_object(listener, options, "RoleBinding", binding, "roleBindingMetadata"),
         "roleRef": {"apiGroup": RBAC_API_GROUP, "kind": "Role", "name": c.listener_role_name(name)},
         "subjects": [
             {
