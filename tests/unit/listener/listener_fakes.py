@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 from typing import Any
 
 from gharc.github.errors import MessageQueueTokenExpired, SessionConflict
 from gharc.github.models import RunnerScaleSetMessage, RunnerScaleSetSession
+from gharc.listener.app import Listener
 from gharc.listener.config import ListenerConfig
 from gharc.listener.kube import RunnerNotFound
 
@@ -166,3 +169,24 @@ class FakePatcher:
 
     async def aclose(self) -> None:
         pass
+
+
+async def until(cond: Callable[[], bool], timeout: float = 600.0) -> None:
+    """Wait (in loop time) until ``cond()`` holds; fail the test after ``timeout``."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while not cond():
+        if loop.time() > deadline:
+            raise AssertionError("condition not met in time")
+        await asyncio.sleep(0.05)
+
+
+@asynccontextmanager
+async def running(listener: Listener) -> AsyncIterator[asyncio.Task[None]]:
+    """``listener.run()`` as a task for the block, stopped and awaited after it."""
+    task = asyncio.create_task(listener.run())
+    try:
+        yield task
+    finally:
+        listener.request_stop()
+        await asyncio.wait_for(task, timeout=30)

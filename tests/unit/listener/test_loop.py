@@ -6,11 +6,9 @@ Time is virtual (looptime): the 50 s long polls, backoffs and conflict waits cos
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
 
 import pytest
-from listener_fakes import FakeActions, FakePatcher, config, conflict, job, message
+from listener_fakes import FakeActions, FakePatcher, config, conflict, job, message, running, until
 from prometheus_client.parser import text_string_to_metric_families
 
 from gharc.github.errors import (
@@ -26,25 +24,6 @@ from gharc.listener.metrics import ListenerMetrics
 from gharc.listener.session import FatalError
 
 pytestmark = pytest.mark.looptime
-
-
-async def until(cond: Callable[[], bool], timeout: float = 300.0) -> None:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while not cond():
-        if loop.time() > deadline:
-            raise AssertionError("condition not met in time")
-        await asyncio.sleep(0.05)
-
-
-@asynccontextmanager
-async def running(listener: Listener) -> AsyncIterator[asyncio.Task[None]]:
-    task = asyncio.create_task(listener.run())
-    try:
-        yield task
-    finally:
-        listener.request_stop()
-        await asyncio.wait_for(task, timeout=30)
 
 
 async def test_startup_publishes_session_statistics_and_owner() -> None:

@@ -11,13 +11,11 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
 from typing import Any
 
 import httpx
 import pytest
-from listener_fakes import FakeActions, FakePatcher, config, job
+from listener_fakes import FakeActions, FakePatcher, config, job, running, until
 from prometheus_client import CollectorRegistry
 
 from gharc.github.errors import ServerError
@@ -69,25 +67,6 @@ def wire(message_id: int, body: Any, assigned: int = 0) -> dict[str, Any]:
         "body": body if body is None or isinstance(body, str) else json.dumps(body),
         "statistics": {"totalAssignedJobs": assigned},
     }
-
-
-async def until(cond: Callable[[], bool], timeout: float = 600.0) -> None:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while not cond():
-        if loop.time() > deadline:
-            raise AssertionError("condition not met in time")
-        await asyncio.sleep(0.05)
-
-
-@asynccontextmanager
-async def running(listener: Listener) -> AsyncIterator[asyncio.Task[None]]:
-    task = asyncio.create_task(listener.run())
-    try:
-        yield task
-    finally:
-        listener.request_stop()
-        await asyncio.wait_for(task, timeout=30)
 
 
 def _metrics() -> ListenerMetrics:
