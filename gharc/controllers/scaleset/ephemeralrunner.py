@@ -38,6 +38,7 @@ from gharc.controllers.scaleset.metrics import ControllerMetrics
 from gharc.controllers.scaleset.options import ScaleSetOptions
 from gharc.github import errors as gh
 from gharc.github.actions import ActionsClient
+from gharc.github.models import RunnerScaleSetJitRunnerConfig
 from gharc.kube import errors as kerr
 from gharc.kube.builder import Builder
 from gharc.kube.cache import Cache
@@ -64,6 +65,11 @@ ALREADY_EXISTS_REQUEUE = 5.0
 #: How often a runner whose GitHub configuration is broken looks again (Secrets are not
 #: watched, so a fixed Secret would otherwise never be noticed).
 CONFIGURATION_REQUEUE = 60.0
+
+#: AgentExists attempts a runner gets before it is deleted and replaced under a fresh name
+#: (G7), and the requeue step between them (times the attempt number).
+NAME_CONFLICT_BUDGET = 3
+NAME_CONFLICT_REQUEUE = 2.0
 
 #: Pod ``status.reason`` values that mean the pod is gone for good, whatever its phase.
 _DEAD_POD_REASONS = frozenset({"Evicted", "NodeLost", "UnexpectedAdmissionError", "Shutdown"})
@@ -249,6 +255,8 @@ class EphemeralRunnerReconciler:
         self._pods = Expectations()
         self._status_sent: dict[str, float] = {}
         """EphemeralRunner uids whose runnerId this process wrote (until cleanup)."""
+        self._name_conflicts: dict[str, int] = {}
+        """AgentExists attempts per EphemeralRunner uid that did not free the name (G7)."""
         """Pods we created (by EphemeralRunner uid) that the cache does not show yet."""
 
     async def reconcile(self, request: Request) -> Result | None:
@@ -491,8 +499,7 @@ class EphemeralRunnerReconciler:
 
     async def _register(self, er: JSON, client: ActionsClient | None = None) -> _JitSecret:
         """A JIT registration and its secret, for a runner known to have neither."""
-        m = rr.meta(er)
-        name, ns = str(m["name"]), str(m["namespace"])
+        name = str(rr.meta(er)["name"])
         if client is None:
             try:
                 client = await self._client(er)
@@ -503,7 +510,15 @@ class EphemeralRunnerReconciler:
         try:
             jit = await client.generate_jit_runner_config(scale_set_id, name, rr.work_folder(er))
         except gh.AgentExists:
-            return _JitSecret(er, None, await self._resolve_name_conflict(er, client, scale_set_id))
+            return await self._resolve_name_conflict(er, client, scale_set_id)
+        return await self._store_jit_secret(er, jit, scale_set_id)
+
+    async def _store_jit_secret(
+        self, er: JSON, jit: RunnerScaleSetJitRunnerConfig, scale_set_id: int
+    ) -> _JitSecret:
+        """The JIT secret of a registration just made."""
+        m = rr.meta(er)
+        name, ns = str(m["name"]), str(m["namespace"])
         secret = rr.new_jit_secret(
             er,
             encoded_jit_config=jit.encoded_jit_config,
@@ -543,30 +558,75 @@ class EphemeralRunnerReconciler:
 
     async def _resolve_name_conflict(
         self, er: JSON, client: ActionsClient, scale_set_id: int
-    ) -> Result | None:
-        """ARC's RunnerExists handling (spec §10.2): a stale registration of ours in the same
-        scale set is removed and the JIT config retried; another scale set's runner with our
-        name is fatal for this object (it is deleted and the set makes a new one)."""
+    ) -> _JitSecret:
+        """AgentExists: our runner name is taken at GitHub (G7, spec §10.2).
+
+        Usually by our own registration whose ``generatejitconfig`` answer was lost (a 502
+        or a dropped connection after GitHub stored it): its JIT config cannot be read
+        back, so it cannot be reused; it is removed and the registration retried at once,
+        in this reconcile, so the job waiting for this runner is not held up by a requeue.
+        When the name cannot be freed (the lookup does not show the registration, or the
+        retry conflicts again) the attempts are counted per runner; after
+        :data:`NAME_CONFLICT_BUDGET` of them the EphemeralRunner is deleted and the set
+        makes a new one under a fresh name, so a stuck name never leaves a job queued.
+        Another scale set's runner with our name is fatal for this object at once (ARC).
+        """
         name = str(rr.meta(er)["name"])
-        existing = await client.get_runner_by_name(name)
-        if existing is None:
-            return Result(requeue=True)
-        if existing.runner_scale_set_id == scale_set_id:
+        uid = str(rr.meta(er).get("uid") or name)
+        try:
+            existing = await client.get_runner_by_name(name)
+        except gh.NotFound:
+            existing = None
+        if existing is not None and existing.runner_scale_set_id != scale_set_id:
+            await emit(
+                self.recorder,
+                er,
+                WARNING,
+                "RunnerNameConflict",
+                f"a runner named {name} exists in scale set {existing.runner_scale_set_id}; "
+                "deleting this EphemeralRunner",
+            )
+            await self.kube.delete(EPHEMERAL_RUNNERS, er, missing_ok=True)
+            return _JitSecret(er, None)
+        if existing is not None:
             try:
                 await client.remove_runner(existing.id)
             except gh.AgentNotFound:
                 pass
-            return Result(requeue=True)
-        await emit(
-            self.recorder,
-            er,
-            WARNING,
-            "RunnerNameConflict",
-            f"a runner named {name} exists in scale set {existing.runner_scale_set_id}; "
-            "deleting this EphemeralRunner",
-        )
-        await self.kube.delete(EPHEMERAL_RUNNERS, er, missing_ok=True)
-        return None
+            await emit(
+                self.recorder,
+                er,
+                WARNING,
+                "RegistrationReplaced",
+                f"runner name {name} was already registered (id {existing.id}), most likely "
+                "by a registration whose answer was lost; removed it and registering again",
+            )
+            try:
+                jit = await client.generate_jit_runner_config(
+                    scale_set_id, name, rr.work_folder(er)
+                )
+            except gh.AgentExists:
+                pass
+            else:
+                self._name_conflicts.pop(uid, None)
+                return await self._store_jit_secret(er, jit, scale_set_id)
+        tries = self._name_conflicts.get(uid, 0) + 1
+        if tries >= NAME_CONFLICT_BUDGET:
+            self._name_conflicts.pop(uid, None)
+            await emit(
+                self.recorder,
+                er,
+                WARNING,
+                "RegistrationConflict",
+                f"runner name {name} stayed taken at GitHub after {tries} attempts; "
+                "deleting this EphemeralRunner so the set makes one with a new name",
+            )
+            await self.kube.delete(EPHEMERAL_RUNNERS, er, missing_ok=True)
+            return _JitSecret(er, None)
+        if len(self._name_conflicts) > 10_000:
+            self._name_conflicts.clear()
+        self._name_conflicts[uid] = tries
+        return _JitSecret(er, None, Result(requeue_after=NAME_CONFLICT_REQUEUE * tries))
 
     async def _remove_registration(self, er: JSON) -> None:
         rid = rr.runner_id(er)

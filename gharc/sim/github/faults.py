@@ -5,6 +5,10 @@ canonical route, e.g. ``*/runnerscalesets/{scale_set_id}/sessions``) and method,
 for ``count`` matching requests and/or until ``until`` (epoch seconds). Stateful faults
 (revoked tokens, exhausted rate limits, a deleted scale set, a session conflict) are state
 operations instead, see :class:`~gharc.sim.github.state.FakeGitHubState`.
+
+``lost_response`` lets the request do its work and then answers ``status`` (502 unless
+told) instead of the real answer: what a client sees when a proxy or the connection drops
+the response of a write that GitHub did make (a JIT registration made, its config lost).
 """
 
 from __future__ import annotations
@@ -13,7 +17,7 @@ import fnmatch
 from dataclasses import dataclass, field
 from typing import Any
 
-KINDS = ("status", "latency", "secondary_rate_limit")
+KINDS = ("status", "latency", "secondary_rate_limit", "lost_response")
 
 
 @dataclass
@@ -76,7 +80,12 @@ class FaultTable:
     ) -> Fault:
         if kind not in KINDS:
             raise ValueError(f"fault kind must be one of {', '.join(KINDS)}")
-        default_status = {"status": 500, "latency": 200, "secondary_rate_limit": 403}[kind]
+        default_status = {
+            "status": 500,
+            "latency": 200,
+            "secondary_rate_limit": 403,
+            "lost_response": 502,
+        }[kind]
         fault = Fault(
             self._next,
             kind,

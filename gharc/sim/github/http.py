@@ -193,6 +193,10 @@ async def headers_middleware(request: web.Request, handler: Handler) -> web.Stre
             response = await handler(request)
         except web.HTTPException as exc:
             response = web.Response(status=exc.status, text=exc.text, headers=exc.headers)
+        lost = next((f for f in faults if f.kind == "lost_response"), None)
+        if lost is not None:
+            # The work is done (state changed); only its answer is lost on the way back.
+            response = render_error(request, StateError(lost.status, "Bad Gateway"))
     response.headers.setdefault("X-GitHub-Request-Id", request_id)
     if is_actions_route(request.path):
         response.headers.setdefault("ActivityId", str(uuid.uuid4()))
