@@ -23,17 +23,16 @@ import time
 from pathlib import Path
 from typing import Any
 
+from _podlistener import ERS, SET, scale_set_world
 from kubernetes_asyncio import client, watch
 
 from gharc.api import crds
 from gharc.api.scaleset.constants import GROUP, PLURAL_EPHEMERAL_RUNNER_SETS, VERSION
 from gharc.kube.config import new_api_client
-from gharc.sim.github import DEFAULT_ORG, DEFAULT_REPO, FakeGitHubServer
+from gharc.sim.github import DEFAULT_REPO, FakeGitHubServer
 from gharc.testing.controlplane import install_crds_sync, running_control_plane
 
 NAMESPACE = "bench"
-ERS = "bench-ers"
-SET = "bench-set"
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -79,14 +78,7 @@ async def bench(kubeconfig: str, jobs: int) -> None:
     custom = client.CustomObjectsApi(api)
     await core.create_namespace({"metadata": {"name": NAMESPACE}})
     async with FakeGitHubServer(port=0, poll_timeout=50.0) as gh:
-        tenant = gh.state.tenant_for("org", DEFAULT_ORG)
-        ss = gh.state.create_scale_set(tenant, {"name": SET, "runnerGroupId": 1})
-        runner_spec = {
-            "githubConfigUrl": gh.config_url(DEFAULT_ORG),
-            "githubConfigSecret": "s",
-            "runnerScaleSetId": ss.id,
-            "spec": {"containers": [{"name": "runner", "image": "runner"}]},
-        }
+        ss, runner_spec, config = scale_set_world(gh, NAMESPACE, jobs + 10)
         await custom.create_namespaced_custom_object(
             GROUP,
             VERSION,
@@ -99,16 +91,6 @@ async def bench(kubeconfig: str, jobs: int) -> None:
                 "spec": {"replicas": 0, "patchID": 0, "ephemeralRunnerSpec": runner_spec},
             },
         )
-        config = {
-            "configure_url": gh.config_url(DEFAULT_ORG),
-            "github_token": gh.token,
-            "ephemeral_runner_set_namespace": NAMESPACE,
-            "ephemeral_runner_set_name": ERS,
-            "runner_scale_set_id": ss.id,
-            "min_runners": 0,
-            "max_runners": jobs + 10,
-            "log_level": "error",
-        }
         with tempfile.TemporaryDirectory() as tmp:
             path = Path(tmp) / "config.json"
             path.write_text(json.dumps(config))

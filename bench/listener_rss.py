@@ -31,18 +31,18 @@ import time
 from pathlib import Path
 from typing import Any
 
+from _podlistener import ERS, SET, scale_set_world
+
 from gharc.api import crds
 from gharc.api.scaleset.constants import GROUP, VERSION
 from gharc.bench import proc_cpu_seconds, proc_peak_rss_mib
 from gharc.bench_listeners import proc_rss_mib
 from gharc.kube.client import KubeClient
 from gharc.kube.resources import EPHEMERAL_RUNNER_SETS, NAMESPACES
-from gharc.sim.github import DEFAULT_ORG, DEFAULT_REPO, FakeGitHubServer
+from gharc.sim.github import DEFAULT_REPO, FakeGitHubServer
 from gharc.testing.controlplane import install_crds_sync, running_control_plane
 
 NAMESPACE = "bench-rss"
-ERS = "bench-ers"
-SET = "bench-set"
 
 _IMPORT_PROBE = """
 import sys, time
@@ -97,14 +97,7 @@ async def bench(kubeconfig: str, args: argparse.Namespace) -> None:
     kube = await KubeClient.from_config(kubeconfig=kubeconfig)
     await kube.create(NAMESPACES, {"metadata": {"name": NAMESPACE}})
     async with FakeGitHubServer(port=0, poll_timeout=50.0) as gh:
-        tenant = gh.state.tenant_for("org", DEFAULT_ORG)
-        ss = gh.state.create_scale_set(tenant, {"name": SET, "runnerGroupId": 1})
-        runner_spec = {
-            "githubConfigUrl": gh.config_url(DEFAULT_ORG),
-            "githubConfigSecret": "s",
-            "runnerScaleSetId": ss.id,
-            "spec": {"containers": [{"name": "runner", "image": "runner"}]},
-        }
+        ss, runner_spec, config = scale_set_world(gh, NAMESPACE, burst * waves + 10)
         await kube.create(
             EPHEMERAL_RUNNER_SETS,
             {
@@ -115,16 +108,6 @@ async def bench(kubeconfig: str, args: argparse.Namespace) -> None:
             },
             namespace=NAMESPACE,
         )
-        config = {
-            "configure_url": gh.config_url(DEFAULT_ORG),
-            "github_token": gh.token,
-            "ephemeral_runner_set_namespace": NAMESPACE,
-            "ephemeral_runner_set_name": ERS,
-            "runner_scale_set_id": ss.id,
-            "min_runners": 0,
-            "max_runners": burst * waves + 10,
-            "log_level": "error",
-        }
         with tempfile.TemporaryDirectory() as tmp:
             path = Path(tmp) / "config.json"
             path.write_text(json.dumps(config))
