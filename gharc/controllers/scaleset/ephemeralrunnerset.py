@@ -20,8 +20,9 @@ EphemeralRunners. One step per reconcile, in this order (spec §9 with behaviour
    cleanup opens is not demand: while ``spec.patchID`` equals that marker (and is > 0),
    read uncached, nothing is created.
 6. Scaling: up to ``replicas`` counting pending + running + deleting runners (B3) and not
-   Failed ones (B2); down only on patch ID 0, only idle or pending runners, registration
-   removed first (B5: ``JobStillRunning`` means busy, skip it).
+   Failed ones (B2); down only on patch ID 0, only idle runners, registration removed
+   first (B5: ``JobStillRunning`` means busy, skip it); a runner not online yet only
+   after ``runner_startup_timeout`` (ARC #3581).
 7. Status counts, patched only when they change (the listener patches this object too).
 
 Runners we created or deleted but the cache has not shown yet are remembered for a short
@@ -62,8 +63,6 @@ log = logging.getLogger(__name__)
 
 JSON = dict[str, Any]
 
-#: A runner that has not registered within this long may be scaled down anyway (B5).
-REGISTRATION_TIMEOUT = 600.0
 #: While busy runners hold up a deletion or an Outdated cleanup, look again this often.
 BUSY_REQUEUE = 30.0
 #: Status counts are written at most this often per set (a phase change at once): each
@@ -531,19 +530,37 @@ class EphemeralRunnerSetReconciler:
             raise errors[0]
 
     async def _scale_down(self, ers: JSON, b: Buckets, count: int) -> float | None:
-        """Retire up to ``count`` idle runners: pending first, oldest first (B5); the
-        seconds to wait when GitHub asked to be left alone (rate limit, held back)."""
+        """Retire up to ``count`` idle runners; the seconds after which to look again.
+
+        A runner that has not come online yet (its pod is not running: waiting for a node,
+        pulling its image, starting) is not retired before ``runner_startup_timeout`` since
+        its creation (ARC #3581, #3516, #3816): GitHub may already have handed it the job it
+        was created for, and retiring it then cancels that job. Once online, the normal idle
+        rule applies; a runner still not online after the timeout is stuck and goes first,
+        then idle online ones, oldest first. A busy runner is never retired (B5).
+
+        The wait returned is when GitHub asked to be left alone (rate limit, held back), or
+        when the first protected runner's start-up timeout ends: coming online changes the
+        runner's status, which wakes us, but the end of a timeout does not.
+        """
         client: ActionsClient | None = None
         wait: float | None = None
         retired = 0
         now = time.time()
-        for er in b.pending + b.running:
+        timeout = self.options.runner_startup_timeout
+        stuck: list[JSON] = []
+        protected: list[float] = []
+        for er in b.pending:
+            age = _age(er, now)
+            if age >= timeout:
+                stuck.append(er)
+            elif not rr.runner_has_job(er):
+                protected.append(timeout - age)
+        for er in stuck + b.running:
             if retired >= count:
                 break
             if rr.runner_has_job(er):
                 continue
-            if rr.runner_id(er) == 0 and _age(er, now) < REGISTRATION_TIMEOUT:
-                continue  # not registered yet: wait, or a job could land on a dying runner
             client = client or await self._client(ers)
             try:
                 if await self._retire(ers, er, client):
@@ -555,6 +572,13 @@ class EphemeralRunnerSetReconciler:
                 break
         if retired:
             log.info("scaled down %d idle runner(s)", retired)
+        if retired < count and protected and wait is None:
+            log.info(
+                "scale down: %d runner(s) not online yet are kept for up to %.0fs",
+                len(protected),
+                max(protected),
+            )
+            wait = min(protected)
         return wait
 
     # -- runner removal ------------------------------------------------------------------

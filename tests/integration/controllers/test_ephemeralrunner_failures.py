@@ -91,7 +91,8 @@ async def _has_job(world: World, name: str) -> bool:
 
 async def test_b2_sixth_failure_marks_runner_failed(world: World) -> None:
     """Five failures re-create the pod (with backoff); the 6th marks the runner Failed,
-    removes its registration, and the set creates a fresh runner (Failed does not count)."""
+    removes its registration, and the set deletes it (reported in an event on the set) and
+    creates a fresh runner."""
     await world.create_ers(replicas=1)
     [er] = await world.wait_runners(1)
     name, rid = er["metadata"]["name"], er["status"]["runnerId"]
@@ -102,13 +103,19 @@ async def test_b2_sixth_failure_marks_runner_failed(world: World) -> None:
         )
         seen.add(uid)
         await world.exit_pod(name, 1)
-    await eventually(lambda: _phase_is(world, name, c.PHASE_FAILED), timeout=20, message="Failed")
-    runner = await world.runner(name)
-    assert runner["status"]["reason"] == c.REASON_TOO_MANY_POD_FAILURES
-    assert len(runner["status"]["failures"]) == 6
+
+    async def reported() -> str | None:
+        return next(
+            (m for n, _, r, m in world.recorder.events if n == "set" and r == "RunnerFailed"),
+            None,
+        )
+
+    message = await eventually(reported, timeout=20, message="Failed, reported on the set")
+    assert name in message and c.REASON_TOO_MANY_POD_FAILURES in message
+    assert "failed 6 times" in message
     assert rid not in world.registered()
 
-    # The set replaces it with a viable runner; the Failed one stays for the user to see.
+    # The set replaces it with a viable runner; the Failed one is deleted.
     async def replacement() -> bool:
         runners = await world.runners()
         others = [r for r in runners if r["metadata"]["name"] != name]

@@ -57,6 +57,9 @@ async def test_scale_0_to_20_to_0(world: World) -> None:
         lambda: _true(world.gauge("pending_ephemeral_runners") == 20), message="gauge 20"
     )
     assert len(world.registered()) == 20
+    # Runners not online yet are spared by scale down (test_ephemeralrunnerset_pending.py).
+    for r in await world.runners():
+        await world.run_pod(r["metadata"]["name"])
     await world.scale(0, 0)
     await eventually(lambda: _count(world, 0, deleting=True), timeout=60, message="0 runners")
     assert world.registered() == set()
