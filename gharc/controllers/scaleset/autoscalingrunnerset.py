@@ -346,6 +346,11 @@ class AutoscalingRunnerSetReconciler:
         except ConfigurationError as err:
             return await self._report_invalid(ars, err)
         except failures.REPORTED as err:
+            if isinstance(err, gh_errors.CircuitOpen) and self._reports_github_failure(ars):
+                # Held back after the failures this scale set already reports: that cause
+                # stands. Reporting "held back" instead would flip the reason (and add an
+                # event) between every failed probe and the calls held back after it.
+                return Result(requeue_after=gh_errors.retry_delay(err, time.time()))
             result = await self._report_failure(ars, *failures.describe(err))
             if isinstance(err, gh_errors.RETRY_LATER):
                 # Rate limited or held back: come back when GitHub says, not sooner.
@@ -495,6 +500,15 @@ class AutoscalingRunnerSetReconciler:
         if err.reason in _SLOW_RETRY_REASONS:
             return Result(requeue_after=SLOW_RETRY)
         return None  # the next change of the object brings us back
+
+    @staticmethod
+    def _reports_github_failure(ars: JSON) -> bool:
+        old = cond.find((ars.get("status") or {}).get("conditions"), cond.SCALE_SET_READY)
+        return (
+            old is not None
+            and old.get("status") == cond.FALSE
+            and str(old.get("reason") or "").startswith("GitHub")
+        )
 
     async def _report_failure(self, ars: JSON, reason: str, message: str) -> Result:
         """GitHub or Kubernetes failed a call for this scale set: say so, retry with backoff.
