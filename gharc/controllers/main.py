@@ -94,6 +94,7 @@ class ControllerArgs:
     auto_scaler_image_pull_secrets: tuple[str, ...] = ()
     allow_unrestricted_listener_template: bool = False
     runner_max_concurrent_reconciles: int = 32
+    runner_registration_sync_interval: float = 300.0
     listener_metrics_addr: str = ":8080"
     listener_metrics_endpoint: str = "/metrics"
     k8s_client_qps: float = 300.0
@@ -212,6 +213,14 @@ def build_parser() -> argparse.ArgumentParser:
         type=int,
         default=32,
         help="Workers of the EphemeralRunner controller (ARC: 2; reconciles are async I/O).",
+    )
+    add(
+        "--runner-registration-sync-interval",
+        type=float,
+        default=300.0,
+        help="Seconds between reconciles of each scale set's runners against GitHub's "
+        "runner list (replaces runners whose registration was deleted, removes orphan "
+        "registrations; one list call per scale set). 0 turns it off.",
     )
     add(
         "--listener-metrics-addr",
@@ -357,6 +366,7 @@ def parse_args(argv: Sequence[str], environ: Mapping[str, str] | None = None) ->
         auto_scaler_image_pull_secrets=pull_secrets,
         allow_unrestricted_listener_template=ns.allow_unrestricted_listener_template,
         runner_max_concurrent_reconciles=ns.runner_max_concurrent_reconciles,
+        runner_registration_sync_interval=ns.runner_registration_sync_interval,
         listener_metrics_addr=ns.listener_metrics_addr,
         listener_metrics_endpoint=ns.listener_metrics_endpoint,
         k8s_client_qps=ns.k8s_client_rate_limiter_qps,
@@ -536,6 +546,7 @@ def scaleset_options(args: ControllerArgs) -> Any:
         log_format=args.log_format,
         exclude_label_propagation_prefixes=args.exclude_label_propagation_prefixes,
         runner_max_concurrent_reconciles=args.runner_max_concurrent_reconciles,
+        registration_sync_interval=args.runner_registration_sync_interval,
         build_version=args.build_version,
         listener_mode=args.listener_mode,
     )

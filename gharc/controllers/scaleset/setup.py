@@ -22,7 +22,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from gharc.api.scaleset import constants as c
-from gharc.controllers.scaleset import ephemeralrunner, ephemeralrunnerset
+from gharc.controllers.scaleset import ephemeralrunner, ephemeralrunnerset, orphans
 from gharc.controllers.scaleset.autoscalinglistener import AutoscalingListenerReconciler
 from gharc.controllers.scaleset.autoscalingrunnerset import AutoscalingRunnerSetReconciler
 from gharc.controllers.scaleset.credentials import ClientResolver
@@ -151,7 +151,18 @@ def setup_scaleset_controllers(
     kube: KubeClient | None = None,
     host: ListenerHost | None = None,
 ) -> list[Controller]:
-    """Register all four scale set controllers on ``manager``; returns them in ARC's order."""
+    """Register all four scale set controllers on ``manager``; returns them in ARC's order.
+
+    Also adds the leader-only registration reconcile (:mod:`orphans`), which is no
+    controller: no event reports a registration GitHub dropped, so it runs on a timer."""
+    orphans.setup(
+        manager,
+        resolver,
+        recorder,
+        interval=options.registration_sync_interval,
+        grace=options.registration_sync_grace,
+        kube=kube,
+    )
     return [
         setup_autoscaling_runner_set(manager, options, resolver, recorder, kube=kube),
         ephemeralrunner.setup(manager, options, resolver, metrics, recorder, kube=kube),

@@ -290,8 +290,14 @@ async def get_agent(request: web.Request) -> web.Response:
 async def list_agents(request: web.Request) -> web.Response:
     state, tenant = _state(request), _tenant(request)
     name = request.query.get("agentName")
+    # Like the service's TaskAgent list: status always, the job it holds on request.
+    assigned = request.query.get("includeAssignedRequest", "").lower() == "true"
     found = [
-        _runner_ref(r)
+        {
+            **_runner_ref(r),
+            "status": "online" if r.online else "offline",
+            **({"assignedRequest": {"requestId": r.job} if r.job else None} if assigned else {}),
+        }
         for r in state.runners.values()
         if r.tenant == tenant.id and (name is None or r.name == name)
     ]

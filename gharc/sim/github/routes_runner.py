@@ -103,7 +103,8 @@ async def next_job(request: web.Request) -> web.Response:
 
     def check() -> Job | None:
         if r.id not in state.runners:
-            gone.append(True)
+            if not state.is_ghost(r):  # a ghost polls on, idle, and is never given a job
+                gone.append(True)
             return None
         return state.take_job(r)
 

@@ -265,6 +265,8 @@ class FakeGitHubState:
         self.jobs: dict[int, Job] = {}
         self.runs: dict[int, WorkflowRun] = {}
         self.removed_runners: list[int] = []
+        #: Runner processes whose registration was deleted server-side (by token).
+        self.ghosts: dict[str, Runner] = {}
         self.last_max_capacity: dict[int, int] = {}  # scale set -> X-ScaleSetMaxCapacity
         self.unhandled_errors = 0
         self._ids: dict[str, int] = {}
@@ -1109,6 +1111,20 @@ class FakeGitHubState:
             )
         self._drop_runner(r)
 
+    def delete_registration_keep_process(self, runner_id: int) -> Runner:
+        """GitHub forgets a registration while its runner process lives on (ARC #4396,
+        #4399: runners idle for hours while jobs queued). The process keeps its session:
+        its polls are answered "no job" and it is never given one, as a real runner whose
+        agent was deleted server-side sits idle; only a new registration can take jobs."""
+        r = self.runners.pop(runner_id)
+        self.removed_runners.append(r.id)
+        self.ghosts[r.token] = r
+        self.changed.fire()
+        return r
+
+    def is_ghost(self, r: Runner) -> bool:
+        return self.ghosts.get(r.token) is r
+
     def _drop_runner(self, r: Runner) -> None:
         if self.runners.pop(r.id, None) is not None:
             self.removed_runners.append(r.id)
@@ -1142,6 +1158,9 @@ class FakeGitHubState:
             if secrets.compare_digest(r.token, token):
                 r.last_seen = self.now()
                 return r
+        ghost = self.ghosts.get(token)
+        if ghost is not None:
+            return ghost
         raise StateError(401, "Bad credentials")
 
     # ---- the service's timers -----------------------------------------------------------

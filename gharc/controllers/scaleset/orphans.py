@@ -1,0 +1,245 @@
+"""Reconcile EphemeralRunners against GitHub's runner list, per scale set (G13).
+
+Two kinds of drift nothing else notices, because no watch event ever reports them:
+
+* A **zombie**: GitHub deleted a runner's registration while its pod runs on, idle; the
+  runner can never be given a job (ARC #4396/#4399: 27 runners idle for hours while jobs
+  queued), yet it counts toward the set's replicas. Its EphemeralRunner is deleted so the
+  EphemeralRunnerSet makes a replacement.
+* An **orphan**: a registration of this scale set that no EphemeralRunner holds (a JIT
+  answer lost and given up on, a runner deleted while GitHub was unreachable). It is
+  removed at GitHub, so it does not linger offline or skew the scale set's statistics.
+
+Every ``interval`` seconds the leader lists the runners of each scale set once (one call
+per scale set, through the controller's client and its HTTP cache) and compares them with
+the EphemeralRunners in the shared cache. Both repairs wait ``grace`` seconds from the
+first time the drift was seen, so a fresh registration whose status write (or whose
+EphemeralRunner) the cache does not show yet is never mistaken for either. A busy runner is
+never touched: a zombie must be idle (no job recorded), an orphan must hold no job at
+GitHub (and GitHub refuses to remove a busy one anyway). Each repair is a Warning event on
+the EphemeralRunnerSet.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from gharc.api.scaleset import constants as c
+from gharc.controllers.scaleset import runnerresources as rr
+from gharc.controllers.scaleset.credentials import ClientResolver, ConfigurationError, GitHubTarget
+from gharc.controllers.scaleset.events import WARNING, EventRecorder, emit
+from gharc.github import errors as gh
+from gharc.github.actions import AGENTS, ActionsClient
+from gharc.kube.cache import Cache
+from gharc.kube.client import KubeClient
+from gharc.kube.resources import EPHEMERAL_RUNNER_SETS, EPHEMERAL_RUNNERS
+
+log = logging.getLogger(__name__)
+
+JSON = dict[str, Any]
+
+#: Production defaults: one list call per scale set every five minutes (12 an hour, well
+#: inside any API budget), and a grace long enough for any cache lag or registration race.
+DEFAULT_INTERVAL = 300.0
+DEFAULT_GRACE = 120.0
+
+
+@dataclass(frozen=True, slots=True)
+class GitHubRunner:
+    id: int
+    name: str
+    scale_set_id: int
+    busy: bool
+
+
+async def list_scale_set_runners(client: ActionsClient, scale_set_id: int) -> list[GitHubRunner]:
+    """The scale set's registrations, with whether each holds a job: the service's agent
+    list (the call ``get_runner_by_name`` makes, without a name) asked for assigned
+    requests. One call for the whole scope; filtered here by scale set."""
+    # NB: the ActionsClient has no list call of its own yet; its request path is reused.
+    response = await client._call(
+        "GET",
+        AGENTS,
+        endpoint=f"/{AGENTS}",
+        params={"includeAssignedRequest": "true"},
+    )
+    body = client._json(response) or {}
+    found = []
+    for item in body.get("value") or ():
+        ss = int(item.get("runnerScaleSetId") or 0)
+        if ss != scale_set_id:
+            continue
+        found.append(
+            GitHubRunner(
+                int(item.get("id") or 0),
+                str(item.get("name") or ""),
+                ss,
+                bool(item.get("assignedRequest")),
+            )
+        )
+    return found
+
+
+@dataclass
+class OrphanReconciler:
+    """See the module docstring. A leader-only runnable (``need_leader_election``)."""
+
+    kube: KubeClient
+    cache: Cache
+    resolver: ClientResolver
+    recorder: EventRecorder | None = None
+    interval: float = DEFAULT_INTERVAL
+    grace: float = DEFAULT_GRACE
+    clock: Callable[[], float] = time.monotonic
+    need_leader_election: bool = True
+    _zombie_since: dict[str, float] = field(default_factory=dict)
+    _orphan_since: dict[tuple[int, int], float] = field(default_factory=dict)
+    _stop: asyncio.Event = field(default_factory=asyncio.Event)
+
+    async def start(self) -> None:
+        self._stop.clear()
+        while not self._stop.is_set():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._stop.wait(), timeout=self.interval)
+                return
+            try:
+                await self.sweep()
+            except Exception:  # one bad pass must not end the loop; the next one retries
+                log.exception("runner registration reconcile failed")
+
+    async def stop(self) -> None:
+        self._stop.set()
+
+    async def sweep(self) -> None:
+        """One pass over every scale set the cache knows an EphemeralRunnerSet of."""
+        groups: dict[tuple[str, int], list[JSON]] = {}
+        for ers in await self.cache.list(EPHEMERAL_RUNNER_SETS):
+            spec = (ers.get("spec") or {}).get("ephemeralRunnerSpec") or {}
+            ss_id = rr.int_or(spec.get("runnerScaleSetId"))
+            if ss_id and not rr.is_deleting(ers):
+                groups.setdefault((str(spec.get("githubConfigUrl") or ""), ss_id), []).append(ers)
+        runners = await self.cache.list(EPHEMERAL_RUNNERS)
+        seen_zombies: set[str] = set()
+        seen_orphans: set[tuple[int, int]] = set()
+        for (_url, ss_id), sets in groups.items():
+            try:
+                await self._sweep_scale_set(ss_id, sets, runners, seen_zombies, seen_orphans)
+            except (gh.GitHubError, ConfigurationError) as err:
+                log.info("registration reconcile of scale set %d skipped: %s", ss_id, err)
+        # Drift that healed (or whose objects went away) starts its grace afresh next time.
+        self._zombie_since = {k: v for k, v in self._zombie_since.items() if k in seen_zombies}
+        self._orphan_since = {k: v for k, v in self._orphan_since.items() if k in seen_orphans}
+
+    async def _sweep_scale_set(
+        self,
+        ss_id: int,
+        sets: list[JSON],
+        runners: list[JSON],
+        seen_zombies: set[str],
+        seen_orphans: set[tuple[int, int]],
+    ) -> None:
+        owner = sets[0]
+        spec = (owner.get("spec") or {}).get("ephemeralRunnerSpec") or {}
+        ns = str(rr.meta(owner).get("namespace"))
+        client = await self.resolver.client_for(GitHubTarget.from_spec(ns, spec))
+        at_github = await list_scale_set_runners(client, ss_id)
+        registered = {r.id for r in at_github}
+        mine = [
+            er
+            for er in runners
+            if rr.int_or(rr.spec_of(er).get("runnerScaleSetId")) == ss_id
+            and str(rr.meta(er).get("namespace"))
+            in {str(rr.meta(s).get("namespace")) for s in sets}
+        ]
+        held_ids = {rr.runner_id(er) for er in mine if rr.runner_id(er)}
+        held_names = {str(rr.meta(er).get("name")) for er in mine}
+        sets_by_uid = {str(rr.meta(s).get("uid")): s for s in sets}
+        now = self.clock()
+
+        for er in mine:
+            rid = rr.runner_id(er)
+            if (
+                not rid
+                or rid in registered
+                or rr.is_deleting(er)
+                or rr.runner_is_done(er)
+                or rr.runner_has_job(er)
+                or rr.status_of(er).get("phase") != c.PHASE_RUNNING
+            ):
+                continue
+            uid = str(rr.meta(er).get("uid"))
+            seen_zombies.add(uid)
+            since = self._zombie_since.setdefault(uid, now)
+            if now - since < self.grace:
+                continue
+            ers = self._owner_set(er, sets_by_uid) or owner
+            await emit(
+                self.recorder,
+                ers,
+                WARNING,
+                "RunnerRegistrationGone",
+                f"runner {rid} of EphemeralRunner {rr.meta(er).get('name')} is no longer "
+                "registered at GitHub and cannot get a job; deleting it so the set replaces it",
+            )
+            await self.kube.delete(EPHEMERAL_RUNNERS, er, missing_ok=True)
+            self._zombie_since.pop(uid, None)
+
+        for r in at_github:
+            if r.id in held_ids or r.name in held_names or r.busy:
+                continue
+            key = (ss_id, r.id)
+            seen_orphans.add(key)
+            since = self._orphan_since.setdefault(key, now)
+            if now - since < self.grace:
+                continue
+            try:
+                await client.remove_runner(r.id)
+            except (gh.AgentNotFound, gh.JobStillRunning):
+                continue
+            self._orphan_since.pop(key, None)
+            await emit(
+                self.recorder,
+                owner,
+                WARNING,
+                "OrphanRegistrationRemoved",
+                f"runner {r.id} ({r.name}) was registered in scale set {ss_id} with no "
+                "EphemeralRunner holding it; removed it at GitHub",
+            )
+
+    @staticmethod
+    def _owner_set(er: JSON, sets_by_uid: dict[str, JSON]) -> JSON | None:
+        for ref in rr.meta(er).get("ownerReferences") or ():
+            found = sets_by_uid.get(str(ref.get("uid")))
+            if found is not None:
+                return found
+        return None
+
+
+def setup(
+    manager: Any,
+    resolver: ClientResolver,
+    recorder: EventRecorder | None,
+    *,
+    interval: float = DEFAULT_INTERVAL,
+    grace: float = DEFAULT_GRACE,
+    kube: KubeClient | None = None,
+) -> OrphanReconciler | None:
+    """Add the reconcile to ``manager`` (leader only); ``interval <= 0`` turns it off."""
+    if interval <= 0:
+        return None
+    runnable = OrphanReconciler(
+        kube if kube is not None else manager.client,
+        manager.cache,
+        resolver,
+        recorder,
+        interval=interval,
+        grace=grace,
+    )
+    manager.add(runnable)
+    return runnable

@@ -1,0 +1,102 @@
+"""Registrations and EphemeralRunners are reconciled against GitHub's runner list (G13).
+
+ARC #4396/#4399: GitHub deleted runners' registrations while their pods ran on, idle, for
+hours with jobs queued. The fake deletes a registration and keeps the runner process (its
+polls get no job, ever). The periodic reconcile must delete such an idle EphemeralRunner
+(the set replaces it) but never a busy one, and must remove a registration of the scale
+set that no EphemeralRunner holds, both only after a grace period.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+
+import pytest
+from _erworld import World, world_fixture
+
+from gharc.controllers.scaleset import orphans
+from gharc.controllers.scaleset.credentials import ClientResolver
+from gharc.testing.wait import eventually
+
+pytestmark = pytest.mark.cluster
+
+INTERVAL = 0.5
+GRACE = 1.5
+
+
+@pytest.fixture
+async def world(kubeconfig: str, namespace: str) -> AsyncIterator[World]:
+    async for w in world_fixture(kubeconfig, namespace):
+        yield w
+
+
+@pytest.fixture
+async def sweeper(world: World) -> AsyncIterator[orphans.OrphanReconciler]:
+    assert world.cache is not None
+    rec = orphans.OrphanReconciler(
+        world.kube,
+        world.cache,
+        ClientResolver(world.kube, world.pool),
+        world.recorder,
+        interval=INTERVAL,
+        grace=GRACE,
+    )
+    task = asyncio.create_task(rec.start())
+    try:
+        yield rec
+    finally:
+        await rec.stop()
+        await asyncio.wait_for(task, 10)
+
+
+async def test_zombie_is_replaced_and_a_busy_runner_is_kept(
+    world: World, sweeper: orphans.OrphanReconciler
+) -> None:
+    await world.create_ers(replicas=2, patch_id=1)
+    idle, busy = await world.wait_runners(2)
+    for er in (idle, busy):
+        await world.run_pod(er["metadata"]["name"])
+    busy = await world.runner(busy["metadata"]["name"])
+    await world.take_job(busy)
+    st = world.gh.state
+    zombie_id = int(idle["status"]["runnerId"])
+    st.delete_registration_keep_process(zombie_id)
+    st.delete_registration_keep_process(int(busy["status"]["runnerId"]))
+    t0 = asyncio.get_running_loop().time()
+
+    async def replaced() -> bool:
+        names = {r["metadata"]["name"] for r in await world.runners(include_deleting=True)}
+        return idle["metadata"]["name"] not in names and len(names) == 2
+
+    await eventually(replaced, timeout=30, message="the zombie runner replaced")
+    took = asyncio.get_running_loop().time() - t0
+    runners = await world.wait_runners(2)
+    names = {r["metadata"]["name"] for r in runners}
+    assert busy["metadata"]["name"] in names  # busy: never deleted
+    new = next(r for r in runners if r["metadata"]["name"] != busy["metadata"]["name"])
+    assert int(new["status"]["runnerId"]) in world.registered()
+    assert "RunnerRegistrationGone" in world.recorder.reasons("set")
+    assert GRACE <= took < 30
+
+
+async def test_orphan_registration_is_removed_after_grace(
+    world: World, sweeper: orphans.OrphanReconciler
+) -> None:
+    await world.create_ers(replicas=1, patch_id=1)
+    [er] = await world.wait_runners(1)
+    st = world.gh.state
+    tenant = st.tenant_from_config_url(world.gh.config_url())
+    stray, _ = st.generate_jit_config(tenant, world.scale_set.id, "stray-runner", "_work")
+    busy_stray, _ = st.generate_jit_config(tenant, world.scale_set.id, "busy-stray", "_work")
+    busy_stray.job = 999_999  # GitHub says it holds a job: never removed
+    assert stray.id in world.registered()
+
+    async def removed() -> bool:
+        return stray.id not in world.registered()
+
+    await eventually(removed, timeout=30, message="the orphan registration removed")
+    assert int(er["status"]["runnerId"]) in world.registered()
+    assert busy_stray.id in world.registered()
+    assert "OrphanRegistrationRemoved" in world.recorder.reasons("set")
+    busy_stray.job = None
