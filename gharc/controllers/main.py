@@ -95,6 +95,7 @@ class ControllerArgs:
     allow_unrestricted_listener_template: bool = False
     runner_max_concurrent_reconciles: int = 32
     runner_registration_sync_interval: float = 300.0
+    runner_startup_timeout: float = 600.0
     listener_metrics_addr: str = ":8080"
     listener_metrics_endpoint: str = "/metrics"
     k8s_client_qps: float = 300.0
@@ -223,6 +224,14 @@ def build_parser() -> argparse.ArgumentParser:
         "registrations; one list call per scale set). 0 turns it off.",
     )
     add(
+        "--runner-startup-timeout",
+        type=float,
+        default=600.0,
+        help="Seconds a runner that has not come online yet (pod not running) is spared by "
+        "scale down, so the job it was made for is not cancelled while its pod waits for a "
+        "node; after it a stuck runner may be scaled down.",
+    )
+    add(
         "--listener-metrics-addr",
         default=":8080",
         help='Metrics address written into listener configs; "0" disables.',
@@ -337,6 +346,8 @@ def parse_args(argv: Sequence[str], environ: Mapping[str, str] | None = None) ->
             "(fieldRef: metadata.namespace)."
         )
     legacy_kw = {} if scaleset_mode else _legacy_fields(ns, env, controller_ns)
+    if ns.runner_startup_timeout < 0:
+        raise UsageError("--runner-startup-timeout must not be negative")
     if ns.runner_max_concurrent_reconciles < 1:
         raise UsageError("--runner-max-concurrent-reconciles must be at least 1")
     defaults = ControllerArgs(controller_namespace=controller_ns)
@@ -367,6 +378,7 @@ def parse_args(argv: Sequence[str], environ: Mapping[str, str] | None = None) ->
         allow_unrestricted_listener_template=ns.allow_unrestricted_listener_template,
         runner_max_concurrent_reconciles=ns.runner_max_concurrent_reconciles,
         runner_registration_sync_interval=ns.runner_registration_sync_interval,
+        runner_startup_timeout=ns.runner_startup_timeout,
         listener_metrics_addr=ns.listener_metrics_addr,
         listener_metrics_endpoint=ns.listener_metrics_endpoint,
         k8s_client_qps=ns.k8s_client_rate_limiter_qps,
@@ -547,6 +559,7 @@ def scaleset_options(args: ControllerArgs) -> Any:
         exclude_label_propagation_prefixes=args.exclude_label_propagation_prefixes,
         runner_max_concurrent_reconciles=args.runner_max_concurrent_reconciles,
         registration_sync_interval=args.runner_registration_sync_interval,
+        runner_startup_timeout=args.runner_startup_timeout,
         build_version=args.build_version,
         listener_mode=args.listener_mode,
     )
