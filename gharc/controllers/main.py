@@ -94,7 +94,7 @@ class ControllerArgs:
     auto_scaler_image_pull_secrets: tuple[str, ...] = ()
     allow_unrestricted_listener_template: bool = False
     runner_max_concurrent_reconciles: int = 32
-    runner_registration_sync_interval: float = 300.0
+    runner_registration_sync_interval: float = 60.0
     runner_startup_timeout: float = 600.0
     listener_metrics_addr: str = ":8080"
     listener_metrics_endpoint: str = "/metrics"
@@ -218,7 +218,7 @@ def build_parser() -> argparse.ArgumentParser:
     add(
         "--runner-registration-sync-interval",
         type=float,
-        default=300.0,
+        default=60.0,
         help="Seconds between reconciles of each scale set's runners against GitHub's "
         "runner list (replaces runners whose registration was deleted, removes orphan "
         "registrations; one list call per scale set). 0 turns it off.",

@@ -52,14 +52,15 @@ class ScaleSetOptions:
     """``--runner-startup-timeout``: seconds a runner that has not come online yet (pod not
     running) is protected from scale down, so a job just assigned to it is not cancelled
     while its pod waits for a node (ARC #3581, #3516). After it, a stuck runner may go."""
-    registration_sync_interval: float = 300.0
+    registration_sync_interval: float = 60.0
     """``--runner-registration-sync-interval``: seconds between the reconciles of each scale
     set's EphemeralRunners against GitHub's runner list (one list call per scale set each
     time; ``orphans.py``), which replace runners whose registration GitHub deleted and
-    remove registrations no runner holds (ARC #4396). 0 turns it off."""
+    remove registrations no runner holds (ARC #4396). 60 s replaces a zombie within about
+    two minutes (issue 19 §6). 0 turns it off."""
     registration_sync_grace: float = 120.0
-    """Seconds such drift must persist before it is repaired, so a registration in flight
-    (cache lag, a status write not seen yet) is never taken for a zombie or an orphan."""
+    """A zombie must be this old, an orphan seen this long, before either is repaired, so a
+    registration in flight (cache lag, a status write not seen yet) is never mistaken."""
     listener_failure_backoff: tuple[float, ...] = LISTENER_FAILURE_BACKOFF
     build_version: str = "dev"
     listener_mode: str = "InProcess"

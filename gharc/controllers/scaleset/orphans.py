@@ -12,9 +12,10 @@ Two kinds of drift nothing else notices, because no watch event ever reports the
 
 Every ``interval`` seconds the leader lists the runners of each scale set once (one call
 per scale set, through the controller's client and its HTTP cache) and compares them with
-the EphemeralRunners in the shared cache. Both repairs wait ``grace`` seconds from the
-first time the drift was seen, so a fresh registration whose status write (or whose
-EphemeralRunner) the cache does not show yet is never mistaken for either. A busy runner is
+the EphemeralRunners in the shared cache. A zombie must be at least ``grace`` seconds old
+and an orphan must have been seen ``grace`` seconds ago already, so a fresh registration
+whose status write (or whose EphemeralRunner) the cache does not show yet is never
+mistaken for either. A busy runner is
 never touched: a zombie must be idle (no job recorded), an orphan must hold no job at
 GitHub (and GitHub refuses to remove a busy one anyway). Each repair is a Warning event on
 the EphemeralRunnerSet.
@@ -33,6 +34,8 @@ from typing import Any
 from gharc.api.scaleset import constants as c
 from gharc.controllers.scaleset import runnerresources as rr
 from gharc.controllers.scaleset.credentials import ClientResolver, ConfigurationError, GitHubTarget
+from gharc.controllers.scaleset.ephemeralrunner import now as wall_now
+from gharc.controllers.scaleset.ephemeralrunner import parse_time
 from gharc.controllers.scaleset.events import WARNING, EventRecorder, emit
 from gharc.github import errors as gh
 from gharc.github.actions import AGENTS, ActionsClient
@@ -44,9 +47,11 @@ log = logging.getLogger(__name__)
 
 JSON = dict[str, Any]
 
-#: Production defaults: one list call per scale set every five minutes (12 an hour, well
-#: inside any API budget), and a grace long enough for any cache lag or registration race.
-DEFAULT_INTERVAL = 300.0
+#: Production defaults: one list call per scale set a minute (60 an hour, on the Actions
+#: service, whose budget the listener's long polls share at about the same rate), so a
+#: zombie is replaced within about two minutes (issue 19 §6); the grace is long enough for
+#: any cache lag or registration race.
+DEFAULT_INTERVAL = 60.0
 DEFAULT_GRACE = 120.0
 
 
@@ -98,7 +103,6 @@ class OrphanReconciler:
     grace: float = DEFAULT_GRACE
     clock: Callable[[], float] = time.monotonic
     need_leader_election: bool = True
-    _zombie_since: dict[str, float] = field(default_factory=dict)
     _orphan_since: dict[tuple[int, int], float] = field(default_factory=dict)
     _stop: asyncio.Event = field(default_factory=asyncio.Event)
 
@@ -125,15 +129,13 @@ class OrphanReconciler:
             if ss_id and not rr.is_deleting(ers):
                 groups.setdefault((str(spec.get("githubConfigUrl") or ""), ss_id), []).append(ers)
         runners = await self.cache.list(EPHEMERAL_RUNNERS)
-        seen_zombies: set[str] = set()
         seen_orphans: set[tuple[int, int]] = set()
         for (_url, ss_id), sets in groups.items():
             try:
-                await self._sweep_scale_set(ss_id, sets, runners, seen_zombies, seen_orphans)
+                await self._sweep_scale_set(ss_id, sets, runners, seen_orphans)
             except (gh.GitHubError, ConfigurationError) as err:
                 log.info("registration reconcile of scale set %d skipped: %s", ss_id, err)
         # Drift that healed (or whose objects went away) starts its grace afresh next time.
-        self._zombie_since = {k: v for k, v in self._zombie_since.items() if k in seen_zombies}
         self._orphan_since = {k: v for k, v in self._orphan_since.items() if k in seen_orphans}
 
     async def _sweep_scale_set(
@@ -141,7 +143,6 @@ class OrphanReconciler:
         ss_id: int,
         sets: list[JSON],
         runners: list[JSON],
-        seen_zombies: set[str],
         seen_orphans: set[tuple[int, int]],
     ) -> None:
         owner = sets[0]
@@ -173,10 +174,11 @@ class OrphanReconciler:
                 or rr.status_of(er).get("phase") != c.PHASE_RUNNING
             ):
                 continue
-            uid = str(rr.meta(er).get("uid"))
-            seen_zombies.add(uid)
-            since = self._zombie_since.setdefault(uid, now)
-            if now - since < self.grace:
+            # Registered for at least the grace (registration follows creation within
+            # seconds): a fresh runner is never mistaken, and an old one whose registration
+            # is gone is replaced at the first pass that sees it, not one interval later.
+            created = parse_time(rr.meta(er).get("creationTimestamp"))
+            if created is None or (wall_now() - created).total_seconds() < self.grace:
                 continue
             ers = self._owner_set(er, sets_by_uid) or owner
             await emit(
@@ -188,7 +190,6 @@ class OrphanReconciler:
                 "registered at GitHub and cannot get a job; deleting it so the set replaces it",
             )
             await self.kube.delete(EPHEMERAL_RUNNERS, er, missing_ok=True)
-            self._zombie_since.pop(uid, None)
 
         for r in at_github:
             if r.id in held_ids or r.name in held_names or r.busy:

@@ -77,7 +77,7 @@ async def test_zombie_is_replaced_and_a_busy_runner_is_kept(
     new = next(r for r in runners if r["metadata"]["name"] != busy["metadata"]["name"])
     assert int(new["status"]["runnerId"]) in world.registered()
     assert "RunnerRegistrationGone" in world.recorder.reasons("set")
-    assert GRACE <= took < 30
+    assert took < 30  # production: interval 60 s, so within two minutes
 
 
 async def test_orphan_registration_is_removed_after_grace(
