@@ -95,6 +95,7 @@ class ControllerArgs:
     allow_unrestricted_listener_template: bool = False
     runner_max_concurrent_reconciles: int = 32
     runner_registration_sync_interval: float = 60.0
+    runner_registration_grace: float = 120.0
     runner_startup_timeout: float = 600.0
     listener_metrics_addr: str = ":8080"
     listener_metrics_endpoint: str = "/metrics"
@@ -222,6 +223,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="Seconds between reconciles of each scale set's runners against GitHub's "
         "runner list (replaces runners whose registration was deleted, removes orphan "
         "registrations; one list call per scale set). 0 turns it off.",
+    )
+    add(
+        "--runner-registration-grace",
+        type=float,
+        default=120.0,
+        help="Seconds a runner must be old (a registration seen orphaned) before the "
+        "registration reconcile repairs it, so a registration in flight is never mistaken.",
     )
     add(
         "--runner-startup-timeout",
@@ -378,6 +386,7 @@ def parse_args(argv: Sequence[str], environ: Mapping[str, str] | None = None) ->
         allow_unrestricted_listener_template=ns.allow_unrestricted_listener_template,
         runner_max_concurrent_reconciles=ns.runner_max_concurrent_reconciles,
         runner_registration_sync_interval=ns.runner_registration_sync_interval,
+        runner_registration_grace=ns.runner_registration_grace,
         runner_startup_timeout=ns.runner_startup_timeout,
         listener_metrics_addr=ns.listener_metrics_addr,
         listener_metrics_endpoint=ns.listener_metrics_endpoint,
@@ -559,6 +568,7 @@ def scaleset_options(args: ControllerArgs) -> Any:
         exclude_label_propagation_prefixes=args.exclude_label_propagation_prefixes,
         runner_max_concurrent_reconciles=args.runner_max_concurrent_reconciles,
         registration_sync_interval=args.runner_registration_sync_interval,
+        registration_sync_grace=args.runner_registration_grace,
         runner_startup_timeout=args.runner_startup_timeout,
         build_version=args.build_version,
         listener_mode=args.listener_mode,

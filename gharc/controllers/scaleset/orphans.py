@@ -91,9 +91,10 @@ async def list_scale_set_runners(client: ActionsClient, scale_set_id: int) -> li
     return found
 
 
-@dataclass
+@dataclass(eq=False)
 class OrphanReconciler:
-    """See the module docstring. A leader-only runnable (``need_leader_election``)."""
+    """See the module docstring. A leader-only runnable (``need_leader_election``); compared
+    and hashed by identity, as the manager keeps its runnables in a dict."""
 
     kube: KubeClient
     cache: Cache
