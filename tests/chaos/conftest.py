@@ -14,8 +14,9 @@ from pathlib import Path
 
 import pytest
 import pytest_asyncio
+from _chaos import Case, RunCase
 
-from gharc.testing.chaos import CaseResult, table
+from gharc.testing.chaos import CaseResult, problems, table
 from gharc.testing.worlds import WorldFactory
 
 #: Controller logs (one folder per case namespace) and the report; outside pytest's
@@ -41,6 +42,20 @@ async def worlds(kubeconfig: str) -> AsyncIterator[WorldFactory]:
         yield factory
     finally:
         await factory.close()
+
+
+@pytest.fixture
+def run_case(worlds: WorldFactory, chaos_results: list[CaseResult]) -> RunCase:
+    """Every case's common part: run it in a namespace, record its result for the table and
+    fail on its problems (jobs that never got a runner, ...). The test checks the rest."""
+
+    async def run(case: Case, namespace: str) -> CaseResult:
+        result = await case(worlds, namespace)
+        chaos_results.append(result)
+        assert not problems(result), (problems(result), result.extra)
+        return result
+
+    return run
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:

@@ -4,18 +4,15 @@ standby replica takes the Lease and resumes every listener's message session."""
 from __future__ import annotations
 
 import pytest
+from _chaos import RunCase
 
-from gharc.testing.chaos import CaseResult, problems
 from gharc.testing.chaos.cases import leader_kill
-from gharc.testing.worlds import WorldFactory
 
 pytestmark = [pytest.mark.chaos, pytest.mark.cluster]
 
 
-async def test_leader_kill_mid_burst(worlds: WorldFactory, chaos_results: list[CaseResult]) -> None:
-    result = await leader_kill(worlds, "chaos-leader-kill")
-    chaos_results.append(result)
-    assert not problems(result), (problems(result), result.extra)
+async def test_leader_kill_mid_burst(run_case: RunCase) -> None:
+    result = await run_case(leader_kill, "chaos-leader-kill")
     # The successor resumed the sessions instead of creating new ones against a 409.
     assert result.extra["session_409s"] == 0, result.extra
     assert result.extra["sessions_resumed"] == result.extra["scale_sets"], result.extra

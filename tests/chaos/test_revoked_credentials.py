@@ -4,21 +4,16 @@ crash loop), the other keeps its pace, and it recovers by itself once the PAT is
 from __future__ import annotations
 
 import pytest
+from _chaos import RunCase
 
-from gharc.testing.chaos import CaseResult, problems
 from gharc.testing.chaos.cases import revoked_credentials
-from gharc.testing.worlds import WorldFactory
 
 pytestmark = [pytest.mark.chaos, pytest.mark.cluster]
 
 
-async def test_revoked_credentials_back_off_and_recover(
-    worlds: WorldFactory, chaos_results: list[CaseResult]
-) -> None:
-    result = await revoked_credentials(worlds, "chaos-revoked-credentials")
-    chaos_results.append(result)
+async def test_revoked_credentials_back_off_and_recover(run_case: RunCase) -> None:
+    result = await run_case(revoked_credentials, "chaos-revoked-credentials")
     extra = result.extra
-    assert not problems(result), (problems(result), extra)
     assert "error" not in extra, extra
     assert "BackOff" in extra["bad_phases"], extra
     failures = extra["bad_failures"]
