@@ -100,3 +100,26 @@ async def test_orphan_registration_is_removed_after_grace(
     assert busy_stray.id in world.registered()
     assert "OrphanRegistrationRemoved" in world.recorder.reasons("set")
     busy_stray.job = None
+
+
+async def test_nothing_is_repaired_within_the_grace(world: World) -> None:
+    """A fresh runner whose registration is missing (or a registration no runner holds
+    yet) may be one in flight: within the grace, passes leave both alone."""
+    assert world.cache is not None
+    await world.create_ers(replicas=1, patch_id=1)
+    [er] = await world.wait_runners(1)
+    await world.run_pod(er["metadata"]["name"])
+    st = world.gh.state
+    st.delete_registration_keep_process(int(er["status"]["runnerId"]))
+    tenant = st.tenant_from_config_url(world.gh.config_url())
+    stray, _ = st.generate_jit_config(tenant, world.scale_set.id, "in-flight", "_work")
+    rec = orphans.OrphanReconciler(
+        world.kube, world.cache, ClientResolver(world.kube, world.pool), world.recorder, grace=3600
+    )
+    for _ in range(3):
+        await rec.sweep()
+    assert er["metadata"]["name"] in {r["metadata"]["name"] for r in await world.runners()}
+    assert stray.id in world.registered()
+    assert not {"RunnerRegistrationGone", "OrphanRegistrationRemoved"} & set(
+        world.recorder.reasons()
+    )
