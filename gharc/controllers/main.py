@@ -643,8 +643,7 @@ async def run_controller(
         if on_manager is not None:
             on_manager(manager)
         log.info(
-            "gharc controller starting: namespace %s, listeners %s (image %s), leader "
-            "election %s",
+            "gharc controller starting: namespace %s, listeners %s (image %s), leader election %s",
             args.controller_namespace,
             args.listener_mode,
             args.listener_image,

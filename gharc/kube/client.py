@@ -194,9 +194,7 @@ class KubeClient(Reader):
         metrics.REST_CLIENT_REQUESTS.labels(
             code="<error>" if code == "error" else code, method=method.upper(), host=host
         ).inc()
-        metrics.REST_CLIENT_REQUEST_DURATION.labels(verb=method.upper(), host=host).observe(
-            elapsed
-        )
+        metrics.REST_CLIENT_REQUEST_DURATION.labels(verb=method.upper(), host=host).observe(elapsed)
         if self.caller:
             metrics.API_REQUESTS_BY_CALLER.labels(
                 caller=self.caller, verb=verb, resource=label

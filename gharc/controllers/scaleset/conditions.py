@@ -60,6 +60,7 @@ def set_condition(
         return current
     return [*(x for x in current if x.get("type") != kind), new]
 
+
 #: AutoscalingRunnerSet: does its runner scale set exist in GitHub, reachable with its
 #: configuration? False says why (reason) and what (message): a configuration the user must
 #: fix, or GitHub or Kubernetes refusing or failing a call made for this scale set.

@@ -41,8 +41,8 @@ def ready(ars: dict[str, Any]) -> dict[str, Any] | None:
 
 
 def not_ready(reason: str) -> Any:
-    return lambda a: (ready(a) or {}).get("status") == cond.FALSE and (
-        (ready(a) or {}).get("reason") == reason
+    return lambda a: (
+        (ready(a) or {}).get("status") == cond.FALSE and ((ready(a) or {}).get("reason") == reason)
     )
 
 

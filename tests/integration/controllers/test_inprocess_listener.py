@@ -94,7 +94,7 @@ async def test_credential_outage_keeps_the_session_and_recovers_on_a_rotated_tok
             return bool(ers and (ers.get("spec") or {}).get("replicas") == 1)
 
         await eventually(scaled, timeout=30, message="the job's runner requested")
-        assert (await w.kube.list(EPHEMERAL_RUNNER_SETS, namespace=namespace))
+        assert await w.kube.list(EPHEMERAL_RUNNER_SETS, namespace=namespace)
 
 
 async def test_a_token_rotated_in_the_secret_is_picked_up_before_the_old_one_dies(
