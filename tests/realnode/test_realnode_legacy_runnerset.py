@@ -27,26 +27,15 @@ from gharc.github.auth import PersonalAccessToken
 from gharc.github.pool import ClientPool
 from gharc.kube.cache import Cache
 from gharc.kube.client import KubeClient
-from gharc.kube.controller import Controller
 from gharc.kube.resources import NAMESPACES, PODS, RUNNER_SETS
 from gharc.sim.github import DEFAULT_REPO, DEFAULT_TOKEN, FakeGitHubServer
 from gharc.testing.realnode import NODE_IP, RealCluster
 from gharc.testing.realnode_image import RUNNER_IMAGE
+from gharc.testing.setupmanager import SetupManager
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(600)]
 
 LABEL = "realnode"
-
-
-class _Manager:
-    """What ``setup_legacy_controllers`` needs of a manager."""
-
-    def __init__(self, client: KubeClient, cache: Cache) -> None:
-        self.client, self.cache = client, cache
-        self.runnables: list[Controller] = []
-
-    def add(self, runnable: Controller) -> None:
-        self.runnables.append(runnable)
 
 
 @pytest.fixture
@@ -133,7 +122,7 @@ async def test_runner_set_on_the_real_statefulset_controller(
         )
         pool = ClientPool()
         cache = Cache(kube, namespace=namespace)
-        manager = _Manager(kube, cache)
+        manager = SetupManager(kube, cache)
         setup_legacy_controllers(manager, options, pool, kube=kube)
         await cache.start()
         tasks = [asyncio.create_task(ctl.start()) for ctl in manager.runnables]

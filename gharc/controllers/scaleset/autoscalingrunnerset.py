@@ -55,6 +55,7 @@ from gharc.controllers.scaleset.credentials import (
     proxy_problems,
 )
 from gharc.controllers.scaleset.events import NORMAL, WARNING, EventRecorder, emit
+from gharc.controllers.scaleset.failures import reconcile_or_wait_for_github
 from gharc.controllers.scaleset.labels import filter_and_merge_labels, merge_annotations
 from gharc.controllers.scaleset.options import ScaleSetOptions
 from gharc.controllers.scaleset.reconcileutil import remove_finalizer
@@ -308,12 +309,7 @@ class AutoscalingRunnerSetReconciler:
         self.secrets = SecretProtection(kube, cache)
 
     async def reconcile(self, request: Request) -> Result | None:
-        try:
-            return await self._reconcile(request)
-        except gh_errors.RETRY_LATER as err:
-            wait = gh_errors.retry_delay(err, time.time())
-            log.info("%s: %s; retry in %.0fs", request, err, wait)
-            return Result(requeue_after=wait)
+        return await reconcile_or_wait_for_github(request, self._reconcile)
 
     async def _reconcile(self, request: Request) -> Result | None:
         try:

@@ -34,6 +34,7 @@ from gharc.api.scaleset import constants as c
 from gharc.controllers.scaleset import runnerresources as rr
 from gharc.controllers.scaleset.credentials import ClientResolver, ConfigurationError, GitHubTarget
 from gharc.controllers.scaleset.events import WARNING, EventRecorder, emit
+from gharc.controllers.scaleset.failures import reconcile_or_wait_for_github
 from gharc.controllers.scaleset.metrics import ControllerMetrics
 from gharc.controllers.scaleset.options import ScaleSetOptions
 from gharc.github import errors as gh
@@ -253,21 +254,14 @@ class EphemeralRunnerReconciler:
         self._cleaned: dict[str, float] = {}
         """EphemeralRunner UIDs whose pod and secret deletes were already sent."""
         self._pods = Expectations()
+        """Pods we created (by EphemeralRunner uid) that the cache does not show yet."""
         self._status_sent: dict[str, float] = {}
         """EphemeralRunner uids whose runnerId this process wrote (until cleanup)."""
         self._name_conflicts: dict[str, int] = {}
         """AgentExists attempts per EphemeralRunner uid that did not free the name (G7)."""
-        """Pods we created (by EphemeralRunner uid) that the cache does not show yet."""
 
     async def reconcile(self, request: Request) -> Result | None:
-        try:
-            return await self._reconcile(request)
-        except gh.RETRY_LATER as err:
-            # Rate limited, or GitHub held back after failures: come back when it says,
-            # instead of holding a worker (or this runner's other steps) until then.
-            wait = gh.retry_delay(err, time.time())
-            log.info("%s: %s; retry in %.0fs", request, err, wait)
-            return Result(requeue_after=wait)
+        return await reconcile_or_wait_for_github(request, self._reconcile)
 
     async def _reconcile(self, request: Request) -> Result | None:
         try:

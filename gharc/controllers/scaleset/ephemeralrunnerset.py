@@ -44,6 +44,7 @@ from gharc.controllers.scaleset import runnerresources as rr
 from gharc.controllers.scaleset.credentials import ClientResolver, ConfigurationError, GitHubTarget
 from gharc.controllers.scaleset.ephemeralrunner import NEWBORN, ManagerLike, parse_time
 from gharc.controllers.scaleset.events import NORMAL, WARNING, EventRecorder, emit
+from gharc.controllers.scaleset.failures import reconcile_or_wait_for_github
 from gharc.controllers.scaleset.metrics import ControllerMetrics
 from gharc.controllers.scaleset.options import FAILED_RUNNER_WINDOW, ScaleSetOptions
 from gharc.github import errors as gh
@@ -202,12 +203,7 @@ class EphemeralRunnerSetReconciler:
         uncached read a lagging cache would otherwise need."""
 
     async def reconcile(self, request: Request) -> Result | None:
-        try:
-            return await self._reconcile(request)
-        except gh.RETRY_LATER as err:
-            wait = gh.retry_delay(err, time.time())
-            log.info("%s: %s; retry in %.0fs", request, err, wait)
-            return Result(requeue_after=wait)
+        return await reconcile_or_wait_for_github(request, self._reconcile)
 
     async def _reconcile(self, request: Request) -> Result | None:
         try:

@@ -11,10 +11,17 @@ work queue's backoff into a hot loop.
 
 from __future__ import annotations
 
+import logging
+import time
+from collections.abc import Awaitable, Callable
+
 from gharc.github import errors as gh
 from gharc.kube import errors as kube
+from gharc.kube.reconcile import Request, Result
 
-__all__ = ["REPORTED", "describe"]
+__all__ = ["REPORTED", "describe", "reconcile_or_wait_for_github"]
+
+log = logging.getLogger(__name__)
 
 #: The errors :func:`describe` knows; anything else is a bug and keeps its traceback.
 REPORTED: tuple[type[BaseException], ...] = (gh.GitHubError, kube.Forbidden)
@@ -49,3 +56,17 @@ def describe(err: BaseException) -> tuple[str, str]:
             f"this namespace?)"
         )
     return "KubernetesError", f"Kubernetes API: {type(err).__name__}"
+
+
+async def reconcile_or_wait_for_github(
+    request: Request, reconcile: Callable[[Request], Awaitable[Result | None]]
+) -> Result | None:
+    """Run ``reconcile``; when GitHub asks to wait (rate limit) or is held back after failures
+    (circuit breaker), come back when it says, instead of holding a worker, or this object's
+    other steps, until then."""
+    try:
+        return await reconcile(request)
+    except gh.RETRY_LATER as err:
+        wait = gh.retry_delay(err, time.time())
+        log.info("%s: %s; retry in %.0fs", request, err, wait)
+        return Result(requeue_after=wait)

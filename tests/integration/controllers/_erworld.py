@@ -30,6 +30,7 @@ from gharc.kube.client import KubeClient
 from gharc.kube.controller import Controller
 from gharc.kube.resources import EPHEMERAL_RUNNER_SETS, EPHEMERAL_RUNNERS, PODS, SECRETS
 from gharc.sim.github import DEFAULT_REPO, FakeGitHubServer, Job, ScaleSet
+from gharc.testing.setupmanager import SetupManager
 from gharc.testing.wait import eventually
 
 JSON = dict[str, Any]
@@ -66,18 +67,6 @@ class MemoryRecorder:
         return [r for n, _, r, _ in self.events if name is None or n == name]
 
 
-class _Manager:
-    """The part of a manager ``setup`` uses: a cache, a client, ``add``."""
-
-    def __init__(self, client: KubeClient, cache: Cache) -> None:
-        self.client = client
-        self.cache = cache
-        self.runnables: list[Controller] = []
-
-    def add(self, runnable: Controller) -> None:
-        self.runnables.append(runnable)
-
-
 @dataclass
 class World:
     kube: KubeClient
@@ -99,7 +88,7 @@ class World:
     # -- controllers -----------------------------------------------------------------------
     async def start(self) -> None:
         self.cache = Cache(self.kube, namespace=self.namespace)
-        manager = _Manager(self.kube, self.cache)
+        manager = SetupManager(self.kube, self.cache)
         resolver = ClientResolver(self.kube, self.pool)
         if self.metrics is None:
             self.metrics = ControllerMetrics(self.registry)

@@ -21,6 +21,7 @@ from gharc.kube.client import KubeClient
 from gharc.kube.controller import Controller
 from gharc.kube.resources import HORIZONTAL_RUNNER_AUTOSCALERS, RUNNER_DEPLOYMENTS, RUNNERS
 from gharc.sim.github import DEFAULT_REPO, FakeGitHubServer
+from gharc.testing.setupmanager import SetupManager
 from gharc.testing.wait import eventually
 
 JSON = dict[str, Any]
@@ -42,15 +43,6 @@ class MemoryRecorder:
         self.events.append((str(obj["metadata"]["name"]), type, reason, message))
 
 
-class _Manager:
-    def __init__(self, client: KubeClient, cache: Cache) -> None:
-        self.client, self.cache = client, cache
-        self.runnables: list[Controller] = []
-
-    def add(self, runnable: Controller) -> None:
-        self.runnables.append(runnable)
-
-
 @dataclass
 class HRAWorld:
     kube: KubeClient
@@ -65,7 +57,7 @@ class HRAWorld:
 
     async def start(self, *, sync_period: float = 30.0) -> None:
         self.cache = Cache(self.kube, namespace=self.namespace)
-        manager = _Manager(self.kube, self.cache)
+        manager = SetupManager(self.kube, self.cache)
         clients = HRAClients(self.kube, self.pool, self.gh.url, PersonalAccessToken(self.gh.token))
         kw: dict[str, Any] = {"clock": self.clock} if self.clock else {}
         self.controller = hra.setup(

@@ -34,6 +34,7 @@ from gharc.kube.resources import (
 from gharc.sim.github import DEFAULT_ORG, DEFAULT_TOKEN, FakeGitHubServer
 from gharc.sim.github.state import Runner as FakeRunner
 from gharc.sim.kubelet import ContainerContext, KubeletSimulator
+from gharc.testing.setupmanager import SetupManager
 from gharc.testing.wait import eventually
 
 JSON = dict[str, Any]
@@ -91,15 +92,6 @@ class SimLegacyRunner:
                 self.finished.set()
 
 
-class _Manager:
-    def __init__(self, client: KubeClient, cache: Cache) -> None:
-        self.client, self.cache = client, cache
-        self.runnables: list[Controller] = []
-
-    def add(self, runnable: Controller) -> None:
-        self.runnables.append(runnable)
-
-
 def fast_options(gh: FakeGitHubServer, **overrides: Any) -> LegacyOptions:
     base: dict[str, Any] = {
         "github_url": gh.url,
@@ -130,7 +122,7 @@ class World:
 
     async def start(self) -> None:
         self.cache = Cache(self.kube, namespace=self.namespace)
-        manager = _Manager(self.kube, self.cache)
+        manager = SetupManager(self.kube, self.cache)
         setup_legacy_controllers(manager, self.options, self.pool, kube=self.kube)
         await self.cache.start()
         self.controllers = manager.runnables
