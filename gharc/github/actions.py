@@ -469,6 +469,15 @@ class ActionsClient:
         body = self._json(response)
         return RunnerReference.model_validate(body) if body else None
 
+    async def list_runners(self) -> list[dict[str, Any]]:
+        """Every registration of the scope in one call, each with its ``assignedRequest``
+        (absent when idle): what a reconcile against GitHub's view needs to tell busy
+        runners from idle ones."""
+        response = await self._call(
+            "GET", AGENTS, endpoint=f"/{AGENTS}", params={"includeAssignedRequest": "true"}
+        )
+        return list((self._json(response) or {}).get("value") or ())
+
     async def get_runner_by_name(self, name: str) -> RunnerReference | None:
         response = await self._call(
             "GET", AGENTS, endpoint=f"/{AGENTS}", params={"agentName": name}

@@ -572,16 +572,12 @@ class EphemeralRunnerReconciler:
         except gh.NotFound:
             existing = None
         if existing is not None and existing.runner_scale_set_id != scale_set_id:
-            await emit(
-                self.recorder,
+            return await self._give_up(
                 er,
-                WARNING,
                 "RunnerNameConflict",
                 f"a runner named {name} exists in scale set {existing.runner_scale_set_id}; "
                 "deleting this EphemeralRunner",
             )
-            await self.kube.delete(EPHEMERAL_RUNNERS, er, missing_ok=True)
-            return _JitSecret(er, None)
         if existing is not None:
             try:
                 await client.remove_runner(existing.id)
@@ -607,20 +603,23 @@ class EphemeralRunnerReconciler:
         tries = self._name_conflicts.get(uid, 0) + 1
         if tries >= NAME_CONFLICT_BUDGET:
             self._name_conflicts.pop(uid, None)
-            await emit(
-                self.recorder,
+            return await self._give_up(
                 er,
-                WARNING,
                 "RegistrationConflict",
                 f"runner name {name} stayed taken at GitHub after {tries} attempts; "
                 "deleting this EphemeralRunner so the set makes one with a new name",
             )
-            await self.kube.delete(EPHEMERAL_RUNNERS, er, missing_ok=True)
-            return _JitSecret(er, None)
         if len(self._name_conflicts) > 10_000:
             self._name_conflicts.clear()
         self._name_conflicts[uid] = tries
         return _JitSecret(er, None, Result(requeue_after=NAME_CONFLICT_REQUEUE * tries))
+
+    async def _give_up(self, er: JSON, reason: str, message: str) -> _JitSecret:
+        """Delete a runner whose name cannot be registered, saying why; its set makes a new
+        one under a fresh name."""
+        await emit(self.recorder, er, WARNING, reason, message)
+        await self.kube.delete(EPHEMERAL_RUNNERS, er, missing_ok=True)
+        return _JitSecret(er, None)
 
     async def _remove_registration(self, er: JSON) -> None:
         rid = rr.runner_id(er)

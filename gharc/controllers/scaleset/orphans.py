@@ -38,7 +38,7 @@ from gharc.controllers.scaleset.ephemeralrunner import now as wall_now
 from gharc.controllers.scaleset.ephemeralrunner import parse_time
 from gharc.controllers.scaleset.events import WARNING, EventRecorder, emit
 from gharc.github import errors as gh
-from gharc.github.actions import AGENTS, ActionsClient
+from gharc.github.actions import ActionsClient
 from gharc.kube.cache import Cache
 from gharc.kube.client import KubeClient
 from gharc.kube.resources import EPHEMERAL_RUNNER_SETS, EPHEMERAL_RUNNERS
@@ -67,16 +67,8 @@ async def list_scale_set_runners(client: ActionsClient, scale_set_id: int) -> li
     """The scale set's registrations, with whether each holds a job: the service's agent
     list (the call ``get_runner_by_name`` makes, without a name) asked for assigned
     requests. One call for the whole scope; filtered here by scale set."""
-    # NB: the ActionsClient has no list call of its own yet; its request path is reused.
-    response = await client._call(
-        "GET",
-        AGENTS,
-        endpoint=f"/{AGENTS}",
-        params={"includeAssignedRequest": "true"},
-    )
-    body = client._json(response) or {}
     found = []
-    for item in body.get("value") or ():
+    for item in await client.list_runners():
         ss = int(item.get("runnerScaleSetId") or 0)
         if ss != scale_set_id:
             continue
