@@ -127,8 +127,6 @@ class ControllerArgs:
     """Seconds (``--default-scale-down-delay``, a Go duration such as ``10m``)."""
     sync_period: float = 60.0
     """Seconds (``--sync-period``): how often each HRA is re-evaluated."""
-    emulate_statefulset_controller: bool = False
-    """Test clusters only: act as the StatefulSet controller for RunnerSets."""
     option_overrides: dict[str, Any] = field(default_factory=dict)
     """Not a flag: :class:`ScaleSetOptions` (scale set mode) or :class:`LegacyOptions`
     (legacy mode) fields to override (tests shorten backoffs)."""
@@ -324,12 +322,6 @@ def build_parser() -> argparse.ArgumentParser:
         default="1m",
         help="Go duration between re-evaluations of each HorizontalRunnerAutoscaler.",
     )
-    lg(
-        "--emulate-statefulset-controller",
-        action="store_true",
-        help="For test clusters without kube-controller-manager only: create the pods of "
-        "RunnerSet StatefulSets and write their status. Never on a real cluster.",
-    )
     # Accepted so ARC's chart arguments do not fail; no effect in gharc.
     for flag in (
         "--workqueue-rate-limiter",
@@ -440,7 +432,6 @@ def _legacy_fields(
             "--default-scale-down-delay", ns.default_scale_down_delay
         ),
         sync_period=sync_period,
-        emulate_statefulset_controller=ns.emulate_statefulset_controller,
     )
     if ns.enable_leader_election and not (ns.leader_election_namespace or controller_ns):
         raise UsageError(
@@ -546,7 +537,6 @@ def legacy_options(args: ControllerArgs) -> Any:
         runner_status_update_hook=args.runner_status_update_hook,
         common_runner_labels=list(args.common_runner_labels),
         version=f"gharc-{args.build_version}",
-        emulate_statefulset_controller=args.emulate_statefulset_controller,
     )
     return dataclasses.replace(options, **args.option_overrides)
 

@@ -34,10 +34,6 @@ class LegacyOptions:
     common_runner_labels: list[str] = field(default_factory=list)
     version: str = "gharc"
     """Reported in ``GITHUB_ACTIONS_RUNNER_EXTRA_USER_AGENT``."""
-    emulate_statefulset_controller: bool = False
-    """Create the pod (and PVCs) of each one-replica RunnerSet StatefulSet and write its
-    status ourselves. Only for clusters without kube-controller-manager (the test control
-    plane, the demo); on a real cluster the StatefulSet controller does this."""
 
     registration_timeout: dt.timedelta = c.REGISTRATION_TIMEOUT
     unregistration_retry_delay: dt.timedelta = c.UNREGISTRATION_RETRY_DELAY

@@ -98,16 +98,9 @@ class RunnerReconciler:
             return None
         pod = await self.pods.get(request.namespace, request.name)
         if p.is_deleting(runner):
-            # No garbage collector is assumed: delete the pod ourselves (its finalizer does
-            # the graceful stop), then let the Runner go at once as ARC does.
-            if pod is not None and not p.is_deleting(pod):
-                await self.kube.delete(PODS, pod, missing_ok=True)
-            await self.kube.delete(
-                SECRETS,
-                registration_secret_name(request.name),
-                namespace=request.namespace,
-                missing_ok=True,
-            )
+            # Let the Runner go at once, as ARC does: its pod and registration Secret are
+            # owned by it, so the garbage collector deletes them, and the pod's finalizer
+            # (runnerpod.py) does the graceful stop whoever deletes the pod.
             try:
                 await remove_finalizer(self.kube, RUNNERS, runner, c.FINALIZER_RUNNER)
             except errors.NotFound:

@@ -4,12 +4,12 @@ Scaling creates or deletes whole StatefulSets through the shared replica sync (4
 gives RunnerSet the same graceful drain as RunnerDeployment. ``volumeClaimTemplates`` are
 honoured per StatefulSet (one PVC set per runner).
 
-Without kube-controller-manager (the test control plane, the demo) nothing would create
-the StatefulSets' pods, so ``emulate_statefulset_controller`` makes this controller do the
-StatefulSet controller's part for its own StatefulSets: create the PVCs and the pod
-``<sts>-0`` and write the StatefulSet status. On a real cluster leave it off. The pods'
-registration token comes from a Secret their template references (``runnersettoken.py``),
-not from an admission webhook as in ARC.
+The pods, their PVCs and the StatefulSet status are Kubernetes' StatefulSet controller's
+work, and a deleted StatefulSet's pod goes with the garbage collector (its finalizer still
+unregisters it first): this controller writes only StatefulSets and the RunnerSet status,
+so it behaves the same on every cluster (tests/realnode checks it against the real
+controllers). The pods' registration token comes from a Secret their template references
+(``runnersettoken.py``), not from an admission webhook as in ARC.
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ from gharc.kube import errors
 from gharc.kube.client import KubeClient
 from gharc.kube.events import WARNING, EventRecorder
 from gharc.kube.reconcile import Request, Result
-from gharc.kube.resources import PODS, RUNNER_SETS, Resource
+from gharc.kube.resources import RUNNER_SETS, Resource
 
 log = logging.getLogger(__name__)
 JSON = dict[str, Any]
@@ -126,8 +126,8 @@ class StatefulSetOwners:
 
     resource = STATEFUL_SETS
 
-    def __init__(self, kube: KubeClient, pods: p.RunnerPods, emulate: bool) -> None:
-        self.kube, self.pods, self.emulate = kube, pods, emulate
+    def __init__(self, kube: KubeClient, pods: p.RunnerPods) -> None:
+        self.kube, self.pods = kube, pods
 
     async def pods_of(self, owner: JSON) -> list[JSON]:
         pod = await self.pods.get(owner["metadata"]["namespace"], pod_name(owner))
@@ -139,9 +139,8 @@ class StatefulSetOwners:
         return int(have or 0) == (1 if want is None else int(want))
 
     async def delete(self, owner: JSON) -> None:
-        if self.emulate:  # no garbage collector: take the pod down first (graceful via finalizer)
-            ns = owner["metadata"]["namespace"]
-            await self.kube.delete(PODS, pod_name(owner), namespace=ns, missing_ok=True)
+        """Only the StatefulSet: the garbage collector deletes its pod, whose finalizer
+        has already seen the runner unregistered (or finished) by the time we get here."""
         await self.kube.delete(STATEFUL_SETS, owner, missing_ok=True)
 
 
@@ -161,7 +160,7 @@ class RunnerSetReconciler:
         self.last_created: dict[str, dt.datetime] = {}
         """Owner-set uid -> when we last created an owner for it (see SyncParams)."""
         self.expectations = CreationExpectations()
-        self.owners = StatefulSetOwners(kube, pods, options.emulate_statefulset_controller)
+        self.owners = StatefulSetOwners(kube, pods)
         self.tokens = RunnerSetTokens(kube, github)
 
     async def reconcile(self, request: Request) -> Result | None:
@@ -200,10 +199,6 @@ class RunnerSetReconciler:
                     rs, WARNING, "FailedUpdateRegistrationToken", f"registration token: {err}"
                 )
             return Result(requeue_after=self.options.token_error_retry_delay.total_seconds())
-        if self.options.emulate_statefulset_controller:
-            for sts in owned:
-                if not p.is_deleting(sts):
-                    await self._emulate(sts)
 
         async def create() -> None:
             fresh = desired_stateful_set(rs, self.options, p.format_time(self.options.clock()))
@@ -245,64 +240,3 @@ class RunnerSetReconciler:
         if any(status.get(k) != v for k, v in want.items()):
             await self.kube.patch_status(RUNNER_SETS, rs, {"status": want})
         return _soonest(synced.requeue(), token_refresh_in)
-
-    # -- StatefulSet controller stand-in ----------------------------------------------------
-
-    async def _emulate(self, sts: JSON) -> None:
-        ns = sts["metadata"]["namespace"]
-        pod = await self.pods.get(ns, pod_name(sts))
-        if pod is None:
-            await self._create_pod(sts)
-        n = 1 if pod is not None else 0
-        ready = 1 if pod is not None and p.is_ready(pod) else 0
-        want = {
-            "replicas": n,
-            "currentReplicas": n,
-            "updatedReplicas": n,
-            "readyReplicas": ready,
-            "availableReplicas": ready,
-            "observedGeneration": sts["metadata"].get("generation", 1),
-        }
-        status = sts.get("status") or {}
-        if any(status.get(k) != v for k, v in want.items()):
-            await self.kube.patch_status(STATEFUL_SETS, sts, {"status": want})
-
-    async def _create_pod(self, sts: JSON) -> None:
-        ns, sts_name = sts["metadata"]["namespace"], sts["metadata"]["name"]
-        spec = sts.get("spec") or {}
-        template = copy.deepcopy(spec.get("template") or {})
-        name = f"{sts_name}-0"
-        volumes = template["spec"].setdefault("volumes", [])
-        for claim in spec.get("volumeClaimTemplates") or ():
-            cname = claim["metadata"]["name"]
-            pvc = {
-                "apiVersion": "v1",
-                "kind": "PersistentVolumeClaim",
-                "metadata": {
-                    "name": f"{cname}-{name}",
-                    "namespace": ns,
-                    "labels": dict((spec.get("selector") or {}).get("matchLabels") or {}),
-                },
-                "spec": copy.deepcopy(claim.get("spec") or {}),
-            }
-            try:
-                await self.kube.create(PERSISTENT_VOLUME_CLAIMS, pvc)
-            except errors.AlreadyExists:
-                pass
-            volumes.append(
-                {"name": cname, "persistentVolumeClaim": {"claimName": f"{cname}-{name}"}}
-            )
-        meta = template.setdefault("metadata", {})
-        meta["annotations"] = {
-            **(meta.get("annotations") or {}),
-            c.ANNOTATION_SYNC_TIME: p.annotations_of(sts).get(c.ANNOTATION_SYNC_TIME, ""),
-        }
-        meta.update({"name": name, "namespace": ns, "ownerReferences": [owner_ref(sts)]})
-        template["spec"]["hostname"] = name
-        if spec.get("serviceName"):
-            template["spec"]["subdomain"] = spec["serviceName"]
-        pod: JSON = {"apiVersion": "v1", "kind": "Pod", **template}
-        try:
-            await self.kube.create(PODS, pod)
-        except errors.AlreadyExists:
-            pass

@@ -5,6 +5,13 @@ real gharc.kube controllers, and the kubelet simulator running a *simulated lega
 in each runner container: it registers itself in the fake GitHub under its pod name, can
 be given a job (busy), and, when ephemeral, de-registers itself and exits after the job.
 Timings are shortened through LegacyOptions; nothing else differs from production.
+
+This control plane has no garbage collector and no StatefulSet controller (production
+relies on both): a deleted Runner's pod and registration Secret stay behind, owned by a
+Runner that is gone, and a RunnerSet's StatefulSets get no pods. So the tests here check
+the controllers' own writes (which owner was deleted, what is owned by what) and leave
+the cascades and the StatefulSets' pods to ``tests/realnode``, whose node has both.
+:meth:`World.pods` hides the orphans the collector would delete.
 """
 
 from __future__ import annotations
@@ -99,7 +106,6 @@ def fast_options(gh: FakeGitHubServer, **overrides: Any) -> LegacyOptions:
         "runner_id_retry_delay": dt.timedelta(seconds=0.5),
         "unregistration_retry_delay": dt.timedelta(seconds=0.5),
         "short_requeue": dt.timedelta(seconds=0.3),
-        "emulate_statefulset_controller": True,
     }
     base.update(overrides)
     return LegacyOptions(**base)
@@ -179,7 +185,33 @@ class World:
         return await self.objects(RUNNERS)
 
     async def pods(self, *, live_only: bool = True) -> list[JSON]:
-        return await self.objects(PODS, live_only=live_only)
+        """With ``live_only``: not being deleted and not orphaned, i.e. without the pods
+        whose Runner is gone, which a real cluster's garbage collector would delete."""
+        pods = await self.objects(PODS, live_only=live_only)
+        if not live_only:
+            return pods
+        uids = {r["metadata"]["uid"] for r in await self.objects(RUNNERS, live_only=False)}
+        return [x for x in pods if not self.runner_owner_gone(x, uids)]
+
+    @staticmethod
+    def runner_owner_gone(obj: JSON, runner_uids: set[str]) -> bool:
+        """``obj`` is controlled by a Runner that no longer exists."""
+        return any(
+            o.get("kind") == c.KIND_RUNNER and o.get("uid") not in runner_uids
+            for o in obj["metadata"].get("ownerReferences") or ()
+        )
+
+    async def orphaned(self, resource: Any, name: str, runner: JSON) -> bool:
+        """``name`` still exists, owned by ``runner`` (deleted): the garbage collector's
+        to delete, which tests/realnode checks on a real cluster."""
+        objs = [x for x in await self.objects(resource) if x["metadata"]["name"] == name]
+        if len(objs) != 1:
+            return False
+        owners = objs[0]["metadata"].get("ownerReferences") or []
+        uids = {r["metadata"]["uid"] for r in await self.objects(RUNNERS, live_only=False)}
+        return [o.get("uid") for o in owners] == [runner["metadata"]["uid"]] and (
+            self.runner_owner_gone(objs[0], uids)
+        )
 
     async def replica_sets(self) -> list[JSON]:
         return await self.objects(RUNNER_REPLICA_SETS, live_only=False)

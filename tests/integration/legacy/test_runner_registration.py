@@ -13,6 +13,7 @@ import pytest
 from _legacy_runner_world import World, until, world_fixture
 
 from gharc.api.legacy import constants as c
+from gharc.kube.resources import PODS, RUNNERS
 
 pytestmark = pytest.mark.cluster
 
@@ -40,19 +41,30 @@ async def test_an_unregistered_runner_is_replaced_after_the_registration_timeout
 
     [stuck] = await until(running, timeout=30, message="first pod running")
     stuck_name = stuck["metadata"]["name"]
+    stuck_runner = await world.kube.get(RUNNERS, stuck_name, namespace=world.namespace)
     world.register_runners = True  # runners created from now on register normally
     await asyncio.sleep(TIMEOUT / 2)
     # Before the timeout nothing is replaced: the runner may still be registering.
     assert [r["metadata"]["name"] for r in await world.runners()] == [stuck_name]
 
     async def replaced() -> list[dict[str, Any]] | None:
-        pods = await world.pods(live_only=False)
+        pods = await world.pods()
         names = {x["metadata"]["name"] for x in pods}
         registered = [
             x for x in pods if c.ANNOTATION_RUNNER_ID in (x["metadata"].get("annotations") or {})
         ]
-        return pods if stuck_name not in names and len(registered) == 1 else None
+        gone = await world.orphaned(PODS, stuck_name, stuck_runner)
+        return pods if gone and stuck_name not in names and len(registered) == 1 else None
 
     await until(replaced, timeout=TIMEOUT + 30, interval=0.2, message="replacement")
     assert len(await world.runners()) == 1
+    # The garbage collector would delete the orphaned pod now; deleting it here runs its
+    # finalizer the same way: nothing was registered, so nothing to remove at GitHub.
+    await world.kube.delete(PODS, stuck_name, namespace=world.namespace)
+
+    async def pod_gone() -> bool:
+        names = {x["metadata"]["name"] for x in await world.pods(live_only=False)}
+        return stuck_name not in names
+
+    await until(pod_gone, timeout=30, message="the stuck pod's finalizer done")
     assert world.remove_calls() == 0, "nothing was registered, so nothing to remove"

@@ -11,7 +11,7 @@ import pytest
 from _legacy_runner_world import World, until, world_fixture
 
 from gharc.api.legacy import constants as c
-from gharc.kube.resources import RUNNER_DEPLOYMENTS, RUNNERS, SECRETS
+from gharc.kube.resources import PODS, RUNNER_DEPLOYMENTS, RUNNERS, SECRETS
 from gharc.sim.github import DEFAULT_ORG
 
 pytestmark = pytest.mark.cluster
@@ -114,6 +114,9 @@ async def test_a_template_change_rolls_out_a_new_replica_set_and_drains_the_old_
 async def test_scale_down_drains_the_oldest_runner_and_keeps_the_newest(world: World) -> None:
     await world.create_deployment(replicas=1, ephemeral=False)
     [first] = await world.wait_registered(1)
+    first_runner = await world.kube.get(
+        RUNNERS, first["metadata"]["name"], namespace=world.namespace
+    )
     await world.scale_deployment(2)
     pods = await world.wait_registered(2)
     newest = next(x for x in pods if x["metadata"]["name"] != first["metadata"]["name"])
@@ -126,13 +129,11 @@ async def test_scale_down_drains_the_oldest_runner_and_keeps_the_newest(world: W
     [kept] = await until(drained, timeout=30, message="scale down to 1")
     assert kept["metadata"]["name"] == newest["metadata"]["name"]
 
-    async def secrets_follow_runners() -> bool:
-        secrets = await world.kube.list(SECRETS, namespace=world.namespace)
-        names = {x["metadata"]["name"] for x in secrets}
-        return f"{first['metadata']['name']}-registration" not in names
-
-    # The drained runner's registration Secret went with it (no garbage collector here).
-    await until(secrets_follow_runners, timeout=30, message="registration Secret deleted")
+    # The drained runner's pod and registration Secret are owned by its Runner alone, so
+    # the garbage collector takes them (tests/realnode checks that it does).
+    name = first["metadata"]["name"]
+    assert await world.orphaned(SECRETS, f"{name}-registration", first_runner)
+    assert await world.orphaned(PODS, name, first_runner)
     assert await world.kube.get(
         SECRETS, f"{kept['metadata']['name']}-registration", namespace=world.namespace
     )
@@ -142,6 +143,7 @@ async def test_a_busy_runner_survives_scale_down_until_its_job_completes(world: 
     await world.create_deployment(replicas=2, ephemeral=False)
     pods = await world.wait_registered(2)
     oldest = pods[0]["metadata"]["name"]
+    oldest_runner = await world.kube.get(RUNNERS, oldest, namespace=world.namespace)
     world.programs[oldest].start_job()
     await world.scale_deployment(1)
 
@@ -160,10 +162,11 @@ async def test_a_busy_runner_survives_scale_down_until_its_job_completes(world: 
 
     async def gone() -> bool:
         names = {r["metadata"]["name"] for r in await world.runners()}
-        pods = {x["metadata"]["name"] for x in await world.pods(live_only=False)}
-        return oldest not in names and oldest not in pods
+        return oldest not in names and await world.orphaned(PODS, oldest, oldest_runner)
 
     await until(gone, timeout=30, message="drained runner deleted after its job")
+    [pod] = [x for x in await world.pods(live_only=False) if x["metadata"]["name"] == oldest]
+    assert c.ANNOTATION_UNREGISTRATION_COMPLETE_TIMESTAMP in pod["metadata"]["annotations"]
     assert world.remove_calls(status=204) == 1
     assert len(await world.runners()) == 1
 
@@ -174,13 +177,15 @@ async def test_a_completed_ephemeral_runner_is_replaced_without_a_remove_runner_
     await world.create_deployment(replicas=1)
     [pod] = await world.wait_registered(1)
     first = pod["metadata"]["name"]
+    first_runner = await world.kube.get(RUNNERS, first, namespace=world.namespace)
     world.programs[first].start_job()
     world.programs[first].finish_job()  # the job ends; the runner exits by itself
 
     async def replaced() -> list[dict[str, Any]] | None:
-        pods = await world.pods(live_only=False)
+        pods = await world.pods()
         names = {x["metadata"]["name"] for x in pods}
-        return pods if first not in names and len(pods) == 1 else None
+        gone = await world.orphaned(PODS, first, first_runner)
+        return pods if gone and first not in names and len(pods) == 1 else None
 
     await until(replaced, timeout=30, message="completed runner replaced")
     await world.wait_registered(1)

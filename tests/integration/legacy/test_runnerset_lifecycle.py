@@ -1,8 +1,14 @@
-"""RunnerSet -> one-replica StatefulSets -> pods, with volume claim templates honoured
-(legacy.md 4.3), on the real API server with the StatefulSet controller stand-in."""
+"""RunnerSet -> one-replica StatefulSets (legacy.md 4.3) on the real API server: what the
+RunnerSet controller itself writes.
+
+This control plane has no StatefulSet controller, so the StatefulSets get no pods and no
+status; that the real one makes their pods and PVCs, that the RunnerSet status follows
+them, that scale down drains a runner, and that deleting the RunnerSet takes everything
+with it are checked on a real node (tests/realnode/test_realnode_legacy_runnerset.py)."""
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
 from collections.abc import AsyncIterator
@@ -12,8 +18,8 @@ import pytest
 from _legacy_runner_world import World, until, world_fixture
 
 from gharc.api.legacy import constants as c
-from gharc.controllers.legacy.runnerset import PERSISTENT_VOLUME_CLAIMS
-from gharc.kube.resources import RUNNER_SETS, SECRETS
+from gharc.controllers.legacy.runnerset import PERSISTENT_VOLUME_CLAIMS, STATEFUL_SETS
+from gharc.kube.resources import PODS, RUNNER_SETS, SECRETS
 from gharc.sim.github import DEFAULT_REPO
 
 pytestmark = pytest.mark.cluster
@@ -63,24 +69,30 @@ def runner_set(namespace: str, replicas: int) -> dict[str, Any]:
     }
 
 
-async def test_a_runner_set_creates_its_pods_with_volume_claim_templates(world: World) -> None:
+async def test_a_runner_set_creates_one_replica_statefulsets_with_its_template(
+    world: World,
+) -> None:
     await world.kube.create(RUNNER_SETS, runner_set(world.namespace, 2))
-    pods = await world.wait_registered(2)
-    sets = await world.stateful_sets()
-    assert len(sets) == 2
-    assert all(s["spec"]["replicas"] == 1 for s in sets)
-    pvcs = {p["metadata"]["name"] for p in await world.objects(PERSISTENT_VOLUME_CLAIMS)}
+    sets = await until(
+        lambda: _n_sets(world, 2), timeout=30, message="two StatefulSets for the RunnerSet"
+    )
+    rs = await world.kube.get(RUNNER_SETS, "rs", namespace=world.namespace)
     for sts in sets:
         name = sts["metadata"]["name"]
         assert name.startswith("rs-")
-        [pod] = [x for x in pods if x["metadata"]["name"] == f"{name}-0"]
-        claims = {
-            v["name"]: v["persistentVolumeClaim"]["claimName"]
-            for v in pod["spec"]["volumes"]
-            if "persistentVolumeClaim" in v
-        }
-        assert claims == {"var-lib-docker": f"var-lib-docker-{name}-0"}
-        assert f"var-lib-docker-{name}-0" in pvcs
+        assert sts["spec"]["replicas"] == 1
+        assert sts["spec"]["serviceName"] == "rs"
+        [owner] = sts["metadata"]["ownerReferences"]
+        assert (owner["kind"], owner["uid"], owner["controller"]) == (
+            c.KIND_RUNNER_SET,
+            rs["metadata"]["uid"],
+            True,
+        )
+        # One PVC set per runner: the claim templates go to the StatefulSet controller.
+        [claim] = sts["spec"]["volumeClaimTemplates"]
+        assert claim["metadata"]["name"] == "var-lib-docker"
+        assert claim["spec"]["storageClassName"] == "var-lib-docker"
+        pod = sts["spec"]["template"]
         [ctr] = [x for x in pod["spec"]["containers"] if x["name"] == "runner"]
         env = {e["name"]: e for e in ctr["env"]}
         assert env["RUNNER_REPO"]["value"] == DEFAULT_REPO
@@ -90,22 +102,17 @@ async def test_a_runner_set_creates_its_pods_with_volume_claim_templates(world: 
         secret = await world.kube.get(SECRETS, ref["name"], namespace=world.namespace)
         token = base64.b64decode(secret["data"][ref["key"]]).decode()
         assert token in world.gh.state.registration_tokens
-        assert all(t not in json.dumps(pod) for t in world.gh.state.registration_tokens)
+        assert all(t not in json.dumps(sts) for t in world.gh.state.registration_tokens)
         assert pod["metadata"]["labels"][c.LABEL_RUNNER_SET_NAME] == "rs"
+        selector = sts["spec"]["selector"]["matchLabels"]
+        assert selector.items() <= pod["metadata"]["labels"].items()
+    # Pods, PVCs and the StatefulSet status are the StatefulSet controller's to write.
+    assert await world.kube.list(PODS, namespace=world.namespace) == []
+    assert await world.objects(PERSISTENT_VOLUME_CLAIMS) == []
+    await asyncio.sleep(2)
+    assert len(await world.stateful_sets()) == 2, "more StatefulSets than replicas"
 
-    async def status() -> dict[str, Any] | None:
-        rs = await world.kube.get(RUNNER_SETS, "rs", namespace=world.namespace)
-        st = rs.get("status") or {}
-        return rs if st.get("readyReplicas") == 2 and st.get("desiredReplicas") == 2 else None
 
-    await until(status, timeout=30, message="runnerset status")
-
-    await world.kube.merge_patch(
-        RUNNER_SETS, "rs", {"spec": {"replicas": 1}}, namespace=world.namespace
-    )
-
-    async def one() -> bool:
-        return len(await world.stateful_sets()) == 1 and len(await world.pods(live_only=False)) == 1
-
-    await until(one, timeout=30, message="scale down to one statefulset")
-    assert world.remove_calls(status=204) == 1
+async def _n_sets(world: World, n: int) -> list[dict[str, Any]] | None:
+    sets = await world.kube.list(STATEFUL_SETS, namespace=world.namespace)
+    return sets if len(sets) == n else None

@@ -111,7 +111,6 @@ def test_arc_legacy_flags_reach_the_legacy_options() -> None:
             "--common-runner-labels=gpu",
             "--default-scale-down-delay=5m30s",
             "--sync-period=30s",
-            "--emulate-statefulset-controller",
             "--github-url=http://127.0.0.1:8080",
             "--runner-github-url=https://runners.example.com",
             "--watch-namespace=runners",
@@ -128,7 +127,6 @@ def test_arc_legacy_flags_reach_the_legacy_options() -> None:
     assert opts.docker_registry_mirror == "https://mirror.example.com"
     assert opts.runner_status_update_hook is True
     assert opts.common_runner_labels == ["linux", "x64", "gpu"]
-    assert opts.emulate_statefulset_controller is True
     assert args.watch_namespace == "runners"
 
 
@@ -136,10 +134,20 @@ def test_defaults_are_arcs() -> None:
     opts = legacy_options(parse_args([], environ=TOKEN))
     assert opts.runner_image == "summerwind/actions-runner:latest"
     assert (opts.docker_image, opts.docker_gid) == ("docker:dind", "1001")
-    assert opts.emulate_statefulset_controller is False  # test clusters only, opt-in
     assert opts.runner_base_url == "https://github.com/"
     args = parse_args([], environ=TOKEN)
     assert (args.sync_period, args.default_scale_down_delay) == (60.0, 600.0)
+
+
+def test_the_statefulset_controller_is_never_emulated() -> None:
+    """RunnerSet pods come from Kubernetes' StatefulSet controller and owned objects go with
+    the garbage collector; the former test-cluster flag that stood in for both is gone, so
+    a deployment still passing it fails at start instead of silently differing."""
+    with pytest.raises((UsageError, SystemExit)):
+        parse_args(["--emulate-statefulset-controller"], environ=TOKEN)
+    assert not hasattr(
+        legacy_options(parse_args([], environ=TOKEN)), "emulate_statefulset_controller"
+    )
 
 
 @pytest.mark.parametrize(
