@@ -27,6 +27,7 @@ from gharc.webhook.batch import BatchScaler
 from gharc.webhook.body import READ_TIMEOUT, BodyLimits, BodyReader
 from gharc.webhook.clients import OwnerClients
 from gharc.webhook.dedup import DeliveryWindow
+from gharc.webhook.jobmetrics import WorkflowJobMetrics
 from gharc.webhook.lookup import (
     CUSTOM,
     DEFAULT,
@@ -98,6 +99,8 @@ class WebhookServer:
         github: OwnerClients | None = None,
         poll_interval: float = POLL_INTERVAL,
         shutdown_timeout: float = 20.0,
+        job_metrics: WorkflowJobMetrics | None = None,
+        scaling: bool = True,
     ) -> None:
         self.address = address
         self.scaler = BatchScaler(client, queue_limit=queue_limit, window=batch_window)
@@ -113,9 +116,11 @@ class WebhookServer:
             deliveries=DeliveryWindow(),
             ack_timeout=ack_timeout,
             on_job=self.seen.record,
+            job_metrics=job_metrics,
+            scaling=scaling,
         )
         self.poller: QueuedJobPoller | None = None
-        if github is not None and poll_interval > 0:
+        if scaling and github is not None and poll_interval > 0:
             self.poller = QueuedJobPoller(
                 self.lookup,
                 self.scaler,

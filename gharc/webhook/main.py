@@ -57,6 +57,9 @@ class WebhookArgs:
     max_concurrent_reads: int = 4
     ack_timeout: float = 8.0
     queued_job_poll_interval: float = 60.0
+    workflow_job_metrics: bool = False
+    metrics_only: bool = False
+    workflow_job_metrics_max_series: int = 1000
 
 
 def build_parser(env: Mapping[str, str]) -> argparse.ArgumentParser:
@@ -120,6 +123,25 @@ def build_parser(env: Mapping[str, str]) -> argparse.ArgumentParser:
         default=60.0,
         help="seconds between polls for queued jobs no delivery reserved for (0: off)",
     )
+    a(
+        "--workflow-job-metrics",
+        action="store_true",
+        help="export ARC's github_workflow_job* metrics (actions-metrics-server) on "
+        "--metrics-addr from verified deliveries",
+    )
+    a(
+        "--metrics-only",
+        action="store_true",
+        help="count deliveries in the github_workflow_job* metrics and scale nothing "
+        "(ARC's actions-metrics-server; implies --workflow-job-metrics)",
+    )
+    a(
+        "--workflow-job-metrics-max-series",
+        type=int,
+        default=1000,
+        help="distinct label sets kept per github_workflow_job* metric; later ones are "
+        'counted under "other"',
+    )
     return p
 
 
@@ -148,6 +170,10 @@ def parse_args(argv: Sequence[str], environ: Mapping[str, str] | None = None) ->
             raise UsageError(f"{flag} must be positive")
     if ns.queued_job_poll_interval < 0:
         raise UsageError("--queued-job-poll-interval must be 0 (off) or positive")
+    if ns.workflow_job_metrics_max_series <= 0:
+        raise UsageError("--workflow-job-metrics-max-series must be positive")
+    if ns.metrics_only and ns.metrics_addr in ("", "0"):
+        raise UsageError("--metrics-only serves nothing without --metrics-addr (e.g. :8080)")
     addr = f"0.0.0.0:{ns.port}" if ns.port is not None else ns.webhook_addr
     return WebhookArgs(
         webhook_addr=addr,
@@ -171,6 +197,9 @@ def parse_args(argv: Sequence[str], environ: Mapping[str, str] | None = None) ->
         max_concurrent_reads=ns.max_concurrent_reads,
         ack_timeout=ns.ack_timeout,
         queued_job_poll_interval=ns.queued_job_poll_interval,
+        workflow_job_metrics=ns.workflow_job_metrics or ns.metrics_only,
+        metrics_only=ns.metrics_only,
+        workflow_job_metrics_max_series=ns.workflow_job_metrics_max_series,
     )
 
 
@@ -214,6 +243,7 @@ async def run_webhook_server(
     from gharc.webhook.app import WebhookServer, github_visibility
     from gharc.webhook.body import BodyLimits
     from gharc.webhook.clients import OwnerClients
+    from gharc.webhook.jobmetrics import WorkflowJobMetrics
     from gharc.webhook.server import WebhookMetrics
 
     if not args.secret:
@@ -222,8 +252,8 @@ async def run_webhook_server(
             "anyone who can reach %s can reserve runners",
             args.webhook_addr,
         )
-    creds = credentials(args)
-    if creds is None and args.queued_job_poll_interval > 0:
+    creds = None if args.metrics_only else credentials(args)
+    if creds is None and args.queued_job_poll_interval > 0 and not args.metrics_only:
         log.warning(
             "no GitHub credentials: queued jobs whose delivery is lost are not found "
             "(the queued-job poll needs --github-token or the --github-app-* flags)"
@@ -241,8 +271,14 @@ async def run_webhook_server(
             handle_signals=handle_signals,
             **manager_kw,
         )
-        for resource in (HORIZONTAL_RUNNER_AUTOSCALERS, RUNNER_DEPLOYMENTS, RUNNER_SETS):
-            manager.cache.informer(resource)
+        if not args.metrics_only:  # a metrics-only server reads nothing from Kubernetes
+            for resource in (HORIZONTAL_RUNNER_AUTOSCALERS, RUNNER_DEPLOYMENTS, RUNNER_SETS):
+                manager.cache.informer(resource)
+        job_metrics = None
+        if args.workflow_job_metrics:
+            job_metrics = WorkflowJobMetrics(
+                manager.registry, max_series=args.workflow_job_metrics_max_series
+            )
         server = WebhookServer(
             kube,
             manager.cache,
@@ -261,6 +297,8 @@ async def run_webhook_server(
             ack_timeout=args.ack_timeout,
             github=github,
             poll_interval=args.queued_job_poll_interval,
+            job_metrics=job_metrics,
+            scaling=not args.metrics_only,
         )
         manager.add(server)
         if on_server is not None:

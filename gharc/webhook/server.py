@@ -43,6 +43,7 @@ from gharc.webhook.batch import (
 from gharc.webhook.batch import job_key as reservation_name
 from gharc.webhook.body import BodyError, BodyReader
 from gharc.webhook.dedup import Answer, DeliveryWindow
+from gharc.webhook.jobmetrics import WorkflowJobMetrics
 from gharc.webhook.lookup import TargetLookup, TargetLookupError
 from gharc.webhook.payload import JobEvent, PayloadError, action_of, decode, workflow_job
 from gharc.webhook.signature import SignatureError, Verifier
@@ -116,8 +117,12 @@ class WebhookHandler:
         deliveries: DeliveryWindow | None = None,
         ack_timeout: float = ACK_TIMEOUT,
         on_job: Callable[[JobEvent], None] | None = None,
+        job_metrics: WorkflowJobMetrics | None = None,
+        scaling: bool = True,
     ) -> None:
         self.lookup = lookup
+        self.job_metrics = job_metrics
+        self.scaling = scaling
         self.scaler = scaler
         self.secret = secret
         self.metrics = metrics
@@ -196,7 +201,13 @@ class WebhookHandler:
             payload = decode(content_type, body)
             if event == "workflow_job":
                 action = action_of(payload)
-                answer = await self._workflow_job(payload, action, ctx)
+                if self.scaling:
+                    answer = await self._workflow_job(payload, action, ctx)
+                else:
+                    answer = Answer(200, "")
+                # Counted once per job event: a delivery that failed (5xx) is redelivered.
+                if self.job_metrics is not None and answer.status < 500:
+                    self.job_metrics.record(payload, action)
             elif not event:
                 answer = Answer(400, "missing X-GitHub-Event header\n")
             elif event == "ping":
