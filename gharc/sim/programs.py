@@ -41,6 +41,14 @@ class RunnerProgram:
     stop while idle disconnects and exits 0, as the real runner does on SIGTERM. While it
     runs a job it renews it every ``renew_seconds`` (the real runner renews its job lock
     every minute), so the fake never counts a long job's runner as lost.
+
+    A JIT config that was already used is refused with Conflict; the real runner then logs
+    "Retrying until reconnected" and sits idle (ARC #4588), so by default
+    (``conflict_retries=None``) this one retries every second until it is stopped.
+
+    ``hang_after_jobs``: a fault, the next that many runners to finish a job do not exit
+    afterwards (ARC #4603: a runner process hung after its job held its slot for hours);
+    they sit until the pod is deleted. ``hung`` counts the runners that did.
     """
 
     def __init__(
@@ -48,13 +56,16 @@ class RunnerProgram:
         *,
         poll_seconds: float = 30.0,
         speedup: float = 1.0,
-        conflict_retries: int = 30,
+        conflict_retries: int | None = None,
         renew_seconds: float = 30.0,
+        hang_after_jobs: int = 0,
     ) -> None:
         self.poll_seconds = poll_seconds
         self.speedup = speedup
         self.conflict_retries = conflict_retries
         self.renew_seconds = renew_seconds
+        self.hang_after_jobs = hang_after_jobs
+        self.hung = 0
 
     async def run(self, ctx: ContainerContext) -> int:
         encoded = ctx.env.get(c.ENV_RUNNER_JIT_CONFIG, "")
@@ -75,6 +86,11 @@ class RunnerProgram:
                     await http.post(f"{server}/_runner/disconnect", headers=auth)
                 return 0
             await self._run_job(http, server, auth, job, ctx)
+            if self.hang_after_jobs > 0:
+                self.hang_after_jobs -= 1
+                self.hung += 1
+                log.warning("runner %s: hanging after its job (fault)", ctx.name)
+                await ctx.stop.wait()  # only the pod's deletion ends it
             return 0
 
     async def _run_job(
@@ -111,9 +127,12 @@ class RunnerProgram:
     async def _connect(
         self, http: aiohttp.ClientSession, server: str, encoded: str, ctx: ContainerContext
     ) -> dict[str, Any] | None:
-        """Redeem the JIT config; a session conflict (the previous pod of this runner has
-        not been noticed gone yet) is retried for a while, as the real runner does."""
-        for _ in range(self.conflict_retries + 1):
+        """Redeem the JIT config; a session conflict (the config has
+        been used, ARC #4588) is retried, as the real runner does: until reconnected, or
+        ``conflict_retries`` times."""
+        attempt = 0
+        while self.conflict_retries is None or attempt <= self.conflict_retries:
+            attempt += 1
             async with http.post(
                 f"{server}/_runner/connect", json={"encodedJITConfig": encoded}
             ) as resp:

@@ -219,6 +219,17 @@ def pod_ready(pod: Mapping[str, Any]) -> bool:
     return str(newest.get("status")) == "True"
 
 
+def pod_was_running(er: Mapping[str, Any]) -> bool:
+    """The runner's last pod was seen running: its runner may have redeemed the JIT config.
+
+    A JIT config is single-use: a second process with it is refused with Conflict and
+    sits idle, never given a job (ARC #4588: 64 minutes). Every path that loses a pod
+    that ran moves the phase back to Pending together with spending the config, so a
+    pod-less runner still Running lost its pod without the controller seeing it fail."""
+    status = rr.status_of(er)
+    return status.get("phase") == c.PHASE_RUNNING or bool(status.get("ready"))
+
+
 # --- the reconciler ----------------------------------------------------------------------
 
 
@@ -299,6 +310,8 @@ class EphemeralRunnerReconciler:
         if pod is not None and rr.runner_id(er):
             # NB: the common case (a pod status change) needs no Secret read at all.
             return await self._follow_pod(er, pod)
+        if pod is None and rr.runner_id(er) and pod_was_running(er):
+            return await self._pod_lost(er)
         if pod is not None and uid in self._status_sent:
             # The pod (created together with the runnerId write) reached the cache before
             # that write did: its event brings us back; re-reading the secret and writing
@@ -782,28 +795,11 @@ class EphemeralRunnerReconciler:
 
     async def _pod_failed(self, er: JSON, pod: JSON, verdict: PodVerdict) -> Result | None:
         """Behaviours B2: fail fast, never count a dead pod as a viable runner."""
-        pod_name = rr.meta(pod).get("name")
+        pod_name = str(rr.meta(pod).get("name"))
         if rr.runner_has_job(er):
-            # The job it took is lost with the pod; the runner will not come back. Delete
-            # the object at once (the registration cannot be removed while GitHub still
-            # thinks the job runs, so do not wait for that) and let the set replace it.
-            try:
-                await self._remove_registration(er)
-            except gh.GitHubError as err:
-                log.info("best-effort RemoveRunner of a failed busy runner: %s", err)
-            except ConfigurationError:
-                pass
-            await emit(
-                self.recorder,
-                er,
-                WARNING,
-                "RunnerFailed",
-                f"pod {pod_name} failed while running job {rr.status_of(er).get('jobId')}: "
-                f"{verdict.message}; deleting the runner so the set replaces it",
+            return await self._busy_runner_lost(
+                er, f"pod {pod_name} failed while running job", verdict.message
             )
-            er = await self._drop_finalizer(er, c.FINALIZER_EPHEMERAL_RUNNER_REGISTRATION)
-            await self.kube.delete(EPHEMERAL_RUNNERS, er, missing_ok=True)
-            return None
 
         failures = dict(rr.status_of(er).get("failures") or {})
         uid = str(rr.meta(pod).get("uid") or pod_name)
@@ -816,6 +812,7 @@ class EphemeralRunnerReconciler:
                 {
                     "status": {
                         "failures": failures,
+                        "phase": c.PHASE_PENDING,
                         "ready": False,
                         "reason": verdict.reason,
                         "message": verdict.message,
@@ -830,6 +827,11 @@ class EphemeralRunnerReconciler:
                 f"the runner pod failed {len(failures)} times; last: {verdict.message}",
             )
             return None
+        # The pod's runner may have redeemed the JIT config, which is single-use: the next
+        # pod gets a fresh registration (the missing secret makes ``_ensure_jit_secret``
+        # remove this one and register again). Secret first, pod last: a crash in between
+        # finds the failed pod again and repeats both deletes.
+        await self._spend_jit_config(er)
         await self.kube.delete(PODS, pod, uid=rr.meta(pod).get("uid"), missing_ok=True)
         wait = self._backoff(len(failures))
         if new:
@@ -839,9 +841,104 @@ class EphemeralRunnerReconciler:
                 WARNING,
                 "PodFailed",
                 f"pod {pod_name} failed ({verdict.message}); failure {len(failures)} of "
-                f"{self.options.runner_max_failures}, re-creating it in {wait:.0f}s",
+                f"{self.options.runner_max_failures}, re-creating it with a fresh registration in "
+                f"{wait:.0f}s",
             )
         return Result(requeue_after=wait) if wait > 0 else Result(requeue=True)
+
+    async def _busy_runner_lost(self, er: JSON, what: str, why: str) -> Result | None:
+        """The job the runner took is lost with its pod; the runner will not come back.
+        Delete the object at once (the registration cannot be removed while GitHub still
+        thinks the job runs, so do not wait for that) and let the set replace it."""
+        try:
+            await self._remove_registration(er)
+        except gh.GitHubError as err:
+            log.info("best-effort RemoveRunner of a lost busy runner: %s", err)
+        except ConfigurationError:
+            pass
+        await emit(
+            self.recorder,
+            er,
+            WARNING,
+            "RunnerFailed",
+            f"{what} {rr.status_of(er).get('jobId')}: {why}; deleting the runner so the set "
+            "replaces it",
+        )
+        er = await self._drop_finalizer(er, c.FINALIZER_EPHEMERAL_RUNNER_REGISTRATION)
+        await self.kube.delete(EPHEMERAL_RUNNERS, er, missing_ok=True)
+        return None
+
+    async def _spend_jit_config(self, er: JSON) -> None:
+        """Delete the JIT secret of a runner whose pod is gone after it ran (see
+        :func:`pod_was_running`); the next reconcile registers the runner afresh."""
+        m = rr.meta(er)
+        await self.kube.delete(
+            SECRETS,
+            c.runner_jit_secret_name(str(m["name"])),
+            namespace=str(m["namespace"]),
+            missing_ok=True,
+        )
+
+    async def _pod_lost(self, er: JSON) -> Result | None:
+        """The pod of a runner that was Running vanished without being seen failed (its
+        node was deleted, e.g. a spot VM; or a pod delete the controller never made).
+
+        ARC re-creates such a pod from the same Secret, whose JIT config the lost runner
+        already redeemed: the new runner is refused with Conflict and sits idle for as long
+        as nobody looks (ARC #4588: 64 minutes). Here the loss counts as a pod failure
+        (behaviours B2 backoff and limit), the config is spent, and the runner registers
+        afresh before its next pod. Decided on an uncached read: a stale cache must not
+        spend the config of a registration just made.
+        """
+        m = rr.meta(er)
+        name, ns = str(m["name"]), str(m["namespace"])
+        try:
+            er = await self.kube.get(EPHEMERAL_RUNNERS, name, namespace=ns)
+        except kerr.NotFound:
+            return None
+        if rr.is_deleting(er) or rr.runner_is_done(er) or not pod_was_running(er):
+            return Result(requeue=True)
+        rid = rr.runner_id(er)
+        if rr.runner_has_job(er):
+            return await self._busy_runner_lost(
+                er, f"pod {c.runner_pod_name(name)} was lost while running job", "pod gone"
+            )
+        await self._spend_jit_config(er)
+        failures = dict(rr.status_of(er).get("failures") or {})
+        failures.setdefault(f"lost-runner-{rid}", rfc3339(now()))
+        message = f"pod {c.runner_pod_name(name)} of runner {rid} is gone"
+        er = await self.kube.patch_status(
+            EPHEMERAL_RUNNERS,
+            er,
+            {
+                "status": {
+                    "failures": failures,
+                    "phase": c.PHASE_PENDING,
+                    "ready": False,
+                    "reason": "PodLost",
+                    "message": message,
+                }
+            },
+            optimistic_lock=True,
+        )
+        if len(failures) > self.options.runner_max_failures:
+            await self._mark_failed(
+                er,
+                c.REASON_TOO_MANY_POD_FAILURES,
+                f"the runner pod failed {len(failures)} times; last: {message}",
+            )
+            return None
+        wait = self._backoff(len(failures))
+        await emit(
+            self.recorder,
+            er,
+            WARNING,
+            "PodLost",
+            f"{message}; its JIT config was used, so the runner registers again and gets a "
+            f"new pod in {wait:.0f}s (failure {len(failures)} of "
+            f"{self.options.runner_max_failures})",
+        )
+        return Result(requeue=True)
 
     async def _mark_failed(self, er: JSON, reason: str, message: str) -> None:
         """Phase Failed for good: the runner will not come back, so its registration goes."""

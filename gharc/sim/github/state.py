@@ -148,6 +148,7 @@ class Runner:
     signal: Signal = field(default_factory=Signal)
     polls_in_flight: int = 0
     last_seen: float = 0.0
+    redeemed: bool = False  # a process connected with its JIT config (single-use)
 
 
 @dataclass
@@ -197,10 +198,6 @@ class WorkflowRun:
     created_at: float
     jobs: list[int] = field(default_factory=list)  # request ids
 
-
-#: Seconds without a runner poll after which its session may be taken over by a new
-#: process redeeming the same JIT config (a replacement pod of the same runner).
-SESSION_STALE_AFTER = 1.0
 
 #: Seconds a message session may go without a poll or refresh before the service drops it
 #: (a listener that died without deleting its session). GitHub does not document the
@@ -1143,10 +1140,12 @@ class FakeGitHubState:
         r = self.runners.get(runner_id)
         if r is None or not secrets.compare_digest(r.token, token):
             raise StateError(401, "The runner registration no longer exists.")
-        if r.online and (r.polls_in_flight > 0 or self.now() - r.last_seen < SESSION_STALE_AFTER):
+        if r.redeemed:
+            # A JIT config is single-use (ARC #4588): a second process with it (a lost pod
+            # re-created from the same Secret) is refused with Conflict for as long as the
+            # registration exists, and the real runner retries "until reconnected", idle.
             raise StateError(409, f"Runner {r.name} already has an active session.")
-        # A session whose runner stopped polling (its pod died) is taken over, as the
-        # service does once it notices the dropped connection.
+        r.redeemed = True
         r.online = True
         r.last_seen = self.now()
         self.changed.fire()

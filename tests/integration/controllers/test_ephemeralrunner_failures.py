@@ -6,7 +6,7 @@ import asyncio
 from collections.abc import AsyncIterator
 
 import pytest
-from _erworld import World, runner_template, world_fixture
+from _erworld import World, jit_data, runner_template, world_fixture
 
 from gharc.api.scaleset import constants as c
 from gharc.kube.errors import NotFound
@@ -47,13 +47,49 @@ async def test_b2_evicted_pod_is_failed_fast_and_replaced(world: World) -> None:
     runner = await world.runner(name)
     assert list(runner["status"]["failures"]) == [first]
     assert "PodFailed" in world.recorder.reasons(name)
-    # The same runner (same registration) is viable again: it runs and can take a job.
+    # The evicted runner may have redeemed its single-use JIT config (ARC #4588): the new
+    # pod comes with a fresh registration, the old one is removed.
+    rid = runner["status"]["runnerId"]
+    assert rid != er["status"]["runnerId"]
+    assert world.registered() == {rid}
     await world.run_pod(name)
     await eventually(
         lambda: _phase_is(world, name, c.PHASE_RUNNING), message="runner Running again"
     )
     job = await world.take_job(await world.runner(name))
-    assert job.runner_id == runner["status"]["runnerId"]
+    assert job.runner_id == rid
+    assert len(await world.runners()) == 1
+
+
+async def test_lost_pod_of_a_used_jit_config_gets_a_fresh_registration(world: World) -> None:
+    """ARC #4588: a Running runner's pod vanishes (its spot VM deleted, the pod object with
+    it). Its JIT config was redeemed, so a pod re-created from the same Secret would be
+    refused and sit idle; the runner registers afresh and its new pod connects."""
+    await world.create_ers(replicas=1)
+    [er] = await world.wait_runners(1)
+    name, old = er["metadata"]["name"], er["status"]["runnerId"]
+    first = await _pod_uid(world, name)
+    await world.run_pod(name)
+    await eventually(lambda: _phase_is(world, name, c.PHASE_RUNNING), message="Running")
+    [old_secret] = await world.secrets()
+    # The runner connected: its JIT config is spent.
+    world.gh.state.redeem_jit_config(jit_data(old_secret)[c.SECRET_KEY_JIT_TOKEN])
+    await world.kube.delete(PODS, c.runner_pod_name(name), namespace=world.namespace)
+
+    async def new_pod() -> str | None:
+        uid = await _pod_uid(world, name)
+        return uid if uid and uid != first else None
+
+    await eventually(new_pod, timeout=20, message="a new runner pod")
+    runner = await world.runner(name)
+    rid = runner["status"]["runnerId"]
+    assert rid != old, "the lost runner's used JIT config was reused"
+    assert world.registered() == {rid}, "the old registration was not removed"
+    [secret] = await world.secrets()
+    # The new pod's runner can connect: its config was never redeemed.
+    assert world.gh.state.redeem_jit_config(jit_data(secret)[c.SECRET_KEY_JIT_TOKEN]).id == rid
+    assert "PodLost" in world.recorder.reasons(name)
+    assert len(runner["status"]["failures"]) == 1
     assert len(await world.runners()) == 1
 
 

@@ -56,18 +56,27 @@ async def test_runner_with_a_garbage_jit_config_exits_non_zero() -> None:
     assert await RunnerProgram().run(context("not-base64!")) == 1
 
 
-async def test_a_replacement_pod_redeems_the_same_jit_config_after_the_first_died() -> None:
+async def test_a_replacement_pod_with_the_used_jit_config_is_a_zombie() -> None:
+    """A JIT config is single-use (ARC #4588): a second process with it is refused with
+    Conflict and retries until stopped, idle, while a job waits for its scale set; once the
+    registration is removed it exits 1."""
     async with FakeGitHubServer(poll_timeout=5.0) as gh:
         ss_id, encoded = await setup_scale_set(gh)
         first = asyncio.create_task(RunnerProgram(poll_seconds=5).run(context(encoded)))
         await asyncio.sleep(0.3)  # connected and long-polling
-        first.cancel()  # the pod is evicted: no disconnect is sent
+        first.cancel()  # the pod is lost: no disconnect is sent
         await asyncio.gather(first, return_exceptions=True)
         job = gh.enqueue_job("octo-org/octo-repo", ["sim-set"], duration=0.1)
         gh.state.acquire_jobs(gh.state.scale_sets[ss_id], [job.request_id])
-        second = RunnerProgram(poll_seconds=5).run(context(encoded))
-        assert await asyncio.wait_for(second, 15) == 0
-        assert gh.state.job(job.request_id).status == "completed"
+        second = asyncio.create_task(RunnerProgram(poll_seconds=5).run(context(encoded)))
+        await asyncio.sleep(2.5)
+        assert not second.done()
+        assert gh.calls("/_runner/connect", method="POST", status=409) >= 2
+        assert gh.state.job(job.request_id).status == "assigned"
+        assert gh.state.job(job.request_id).runner_id is None
+        (rid,) = list(gh.state.runners)
+        gh.state.remove_runner(None, rid)
+        assert await asyncio.wait_for(second, 5) == 1
 
 
 async def test_a_second_process_is_refused_while_the_first_still_polls() -> None:
