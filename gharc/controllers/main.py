@@ -97,6 +97,7 @@ class ControllerArgs:
     runner_registration_sync_interval: float = 60.0
     runner_registration_grace: float = 120.0
     runner_startup_timeout: float = 600.0
+    node_loss_timeout: float = 60.0
     listener_metrics_addr: str = ":8080"
     listener_metrics_endpoint: str = "/metrics"
     k8s_client_qps: float = 300.0
@@ -238,6 +239,13 @@ def build_parser() -> argparse.ArgumentParser:
         "node; after it a stuck runner may be scaled down.",
     )
     add(
+        "--node-loss-timeout",
+        type=float,
+        default=60.0,
+        help="Seconds a node may be not Ready (or gone) before its runner and listener "
+        "pods are declared dead and replaced; 0 turns node loss handling off.",
+    )
+    add(
         "--listener-metrics-addr",
         default=":8080",
         help='Metrics address written into listener configs; "0" disables.',
@@ -348,6 +356,8 @@ def parse_args(argv: Sequence[str], environ: Mapping[str, str] | None = None) ->
     legacy_kw = {} if scaleset_mode else _legacy_fields(ns, env, controller_ns)
     if ns.runner_startup_timeout < 0:
         raise UsageError("--runner-startup-timeout must not be negative")
+    if ns.node_loss_timeout < 0:
+        raise UsageError("--node-loss-timeout must not be negative")
     if ns.runner_max_concurrent_reconciles < 1:
         raise UsageError("--runner-max-concurrent-reconciles must be at least 1")
     defaults = ControllerArgs(controller_namespace=controller_ns)
@@ -380,6 +390,7 @@ def parse_args(argv: Sequence[str], environ: Mapping[str, str] | None = None) ->
         runner_registration_sync_interval=ns.runner_registration_sync_interval,
         runner_registration_grace=ns.runner_registration_grace,
         runner_startup_timeout=ns.runner_startup_timeout,
+        node_loss_timeout=ns.node_loss_timeout,
         listener_metrics_addr=ns.listener_metrics_addr,
         listener_metrics_endpoint=ns.listener_metrics_endpoint,
         k8s_client_qps=ns.k8s_client_rate_limiter_qps,
@@ -560,6 +571,7 @@ def scaleset_options(args: ControllerArgs) -> Any:
         registration_sync_interval=args.runner_registration_sync_interval,
         registration_sync_grace=args.runner_registration_grace,
         runner_startup_timeout=args.runner_startup_timeout,
+        node_loss_timeout=args.node_loss_timeout,
         build_version=args.build_version,
         listener_mode=args.listener_mode,
     )

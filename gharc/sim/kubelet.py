@@ -158,6 +158,9 @@ class KubeletSimulator:
         self._programs = list(programs)
         self._namespaces = list(namespaces)
         self.node_name = node_name
+        self._base_node_name = node_name
+        self.lost_nodes: list[str] = []
+        """Nodes :meth:`lose_node` took away, oldest first."""
         self.image_pull_seconds = image_pull_seconds
         self.max_grace_seconds = max_grace_seconds
         self._slow_pulls: list[float] = []
@@ -686,6 +689,46 @@ class KubeletSimulator:
             )
             run.fault_event.set()
             hit.append(f"{run.namespace}/{run.name}")
+        return hit
+
+    async def lose_node(self) -> list[str]:
+        """The node dies as a machine does, and the simulator carries on as a new node.
+
+        Unlike :meth:`node_loss` (a kubelet that lives to report its pods failed), nothing
+        is written for the lost node's pods: their containers die silently, their status
+        stays as it was (Running), and a later deletion never completes (Terminating), as
+        no kubelet is left to finish it. The Node's Ready condition turns Unknown, as the
+        node lifecycle controller writes once heartbeats stop. Pods created from now on are
+        bound to a fresh Ready node (``<name>-<n>``), the way a
+        cluster's other nodes or its autoscaler take the load. Returns the lost pods.
+        """
+        lost = self.node_name
+        hit = sorted(f"{r.namespace}/{r.name}" for r in self._runs.values())
+        for run in self._runs.values():
+            if run.task is not None and not run.task.done():
+                run.task.cancel()  # no SIGTERM, no status: the machine is just gone
+        self._runs.clear()
+        ts = now_rfc3339()
+        await self._core.patch_node_status(
+            lost,
+            {
+                "status": {
+                    "conditions": [
+                        {
+                            "type": "Ready",
+                            "status": "Unknown",
+                            "reason": "NodeStatusUnknown",
+                            "message": "Kubelet stopped posting node status.",
+                            "lastHeartbeatTime": ts,
+                            "lastTransitionTime": ts,
+                        }
+                    ]
+                }
+            },
+        )
+        self.lost_nodes.append(lost)
+        self.node_name = f"{self._base_node_name}-{len(self.lost_nodes)}"
+        await self._register_node()
         return hit
 
     def running_pods(self) -> list[str]:

@@ -24,7 +24,7 @@ from typing import Any
 
 from gharc.api.scaleset import constants as c
 from gharc.kube.informer import compact
-from gharc.kube.resources import EPHEMERAL_RUNNERS, PODS, SERVICE_ACCOUNTS, Resource
+from gharc.kube.resources import EPHEMERAL_RUNNERS, NODES, PODS, SERVICE_ACCOUNTS, Resource
 
 __all__ = [
     "LISTENER_OBJECTS",
@@ -94,4 +94,6 @@ class SharedSpecs:
 
 def cache_transforms() -> dict[Resource, Callable[[dict[str, Any]], dict[str, Any]]]:
     """The manager's ``transforms`` for scale set mode."""
-    return {PODS: slim_pod, EPHEMERAL_RUNNERS: SharedSpecs()}
+    from gharc.controllers.scaleset.nodeloss import slim_node  # nodeloss imports the reconcilers
+
+    return {PODS: slim_pod, EPHEMERAL_RUNNERS: SharedSpecs(), NODES: slim_node}

@@ -61,6 +61,10 @@ class ScaleSetOptions:
     registration_sync_grace: float = 120.0
     """A zombie must be this old, an orphan seen this long, before either is repaired, so a
     registration in flight (cache lag, a status write not seen yet) is never mistaken."""
+    node_loss_timeout: float = 60.0
+    """``--node-loss-timeout``: seconds a node may be not Ready before the runner and
+    listener pods on it are declared dead (``nodeloss.py``, G18); a deleted node's pods at
+    once. 0 turns it off (no Node watch)."""
     listener_failure_backoff: tuple[float, ...] = LISTENER_FAILURE_BACKOFF
     build_version: str = "dev"
     listener_mode: str = "InProcess"

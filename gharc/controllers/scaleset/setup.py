@@ -22,7 +22,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from gharc.api.scaleset import constants as c
-from gharc.controllers.scaleset import ephemeralrunner, ephemeralrunnerset, orphans
+from gharc.controllers.scaleset import ephemeralrunner, ephemeralrunnerset, nodeloss, orphans
 from gharc.controllers.scaleset.autoscalinglistener import AutoscalingListenerReconciler
 from gharc.controllers.scaleset.autoscalingrunnerset import AutoscalingRunnerSetReconciler
 from gharc.controllers.scaleset.credentials import ClientResolver
@@ -154,7 +154,9 @@ def setup_scaleset_controllers(
     """Register all four scale set controllers on ``manager``; returns them in ARC's order.
 
     Also adds the leader-only registration reconcile (:mod:`orphans`), which is no
-    controller: no event reports a registration GitHub dropped, so it runs on a timer."""
+    controller: no event reports a registration GitHub dropped, so it runs on a timer; and
+    the node loss controller (:mod:`nodeloss`), not returned either: it reconciles Nodes,
+    not scale set objects."""
     orphans.setup(
         manager,
         resolver,
@@ -163,6 +165,7 @@ def setup_scaleset_controllers(
         grace=options.registration_sync_grace,
         kube=kube,
     )
+    nodeloss.setup(manager, options.node_loss_timeout, kube=kube)
     return [
         setup_autoscaling_runner_set(manager, options, resolver, recorder, kube=kube),
         ephemeralrunner.setup(manager, options, resolver, metrics, recorder, kube=kube),

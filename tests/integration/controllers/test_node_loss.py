@@ -1,0 +1,100 @@
+"""G18 node loss on the real API server: the kubelet simulator's node dies (Ready Unknown,
+pods left Running, deletions never finished), and the runners on it come back elsewhere."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+from _erworld import World, world_fixture
+
+from gharc.controllers.scaleset import nodeloss
+from gharc.kube.cache import Cache
+from gharc.kube.errors import NotFound
+from gharc.kube.resources import NODES, PODS
+from gharc.sim.kubelet import KubeletSimulator
+from gharc.testing.setupmanager import SetupManager
+from gharc.testing.wait import eventually
+
+pytestmark = pytest.mark.cluster
+
+TIMEOUT = 1.0
+JSON = dict[str, Any]
+
+
+@pytest.fixture
+async def world(kubeconfig: str, namespace: str) -> AsyncIterator[World]:
+    async for w in world_fixture(kubeconfig, namespace):
+        yield w
+
+
+async def _start_node_loss(world: World) -> tuple[Cache, list[asyncio.Task[None]], Any]:
+    """The node loss controller, as the manager runs it (its own cache: Nodes and pods)."""
+    cache = Cache(world.kube, namespace=world.namespace)
+    manager = SetupManager(world.kube, cache)
+    controller = nodeloss.setup(manager, TIMEOUT)
+    assert controller is not None
+    await cache.start()
+    task = asyncio.create_task(controller.start())
+    assert await controller.wait_started(30)
+    return cache, [task], controller
+
+
+async def _pods_on(world: World, node: str) -> dict[str, JSON]:
+    pods = await world.kube.list(PODS, namespace=world.namespace)
+    return {p["metadata"]["name"]: p for p in pods if (p.get("spec") or {}).get("nodeName") == node}
+
+
+async def test_runners_of_a_lost_node_are_replaced(world: World, api_client: Any) -> None:
+    node = f"node-{world.namespace}"
+    cache, tasks, controller = await _start_node_loss(world)
+    kubelet = KubeletSimulator(api_client, namespaces=[world.namespace], node_name=node)
+    await kubelet.start()
+    try:
+        await world.create_ers(replicas=3, patch_id=1)
+        runners = await world.wait_runners(3)
+
+        async def all_running() -> bool:
+            pods = await _pods_on(world, node)
+            return len(pods) == 3 and all(
+                (p.get("status") or {}).get("phase") == "Running" for p in pods.values()
+            )
+
+        await eventually(all_running, timeout=30, message="3 runner pods Running on the node")
+        runners = await world.runners()
+        busy, idle, leaving = (r["metadata"]["name"] for r in runners)
+        await world.take_job(await world.runner(busy))
+        lost = await kubelet.lose_node()
+        assert len(lost) == 3
+        # A deletion that starts once the node is gone: no kubelet will ever finish it.
+        await world.kube.delete(PODS, leaving, namespace=world.namespace)
+        assert (await world.kube.get(NODES, node))["status"]["conditions"][0]["status"] == (
+            "Unknown"
+        )
+
+        async def recovered() -> bool:
+            names = {r["metadata"]["name"] for r in await world.runners()}
+            if busy in names or len(names) != 3:
+                return False  # the busy runner's job is lost: it must be replaced
+            on_lost = await _pods_on(world, node)
+            on_new = await _pods_on(world, kubelet.node_name)
+            running = [p for p in on_new.values() if p["status"].get("phase") == "Running"]
+            return not on_lost and len(running) == 3
+
+        await eventually(recovered, timeout=60, message="3 runners Running on a live node")
+        assert len((await world.runner(idle))["status"]["failures"]) == 1
+        assert "RunnerFailed" in world.recorder.reasons(busy)
+        assert "PodFailed" in world.recorder.reasons(idle)
+        with pytest.raises(NotFound):
+            await world.kube.get(PODS, busy, namespace=world.namespace)
+    finally:
+        await kubelet.stop()
+        await controller.stop()
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        await cache.stop()
+        for extra in [*kubelet.lost_nodes, kubelet.node_name]:
+            await world.kube.delete(NODES, extra, missing_ok=True)
