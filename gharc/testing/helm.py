@@ -23,6 +23,7 @@ ROOT = Path(__file__).resolve().parents[2]
 CHARTS = ROOT / "charts"
 CONTROLLER_CHART = CHARTS / "gharc-controller"
 SCALE_SET_CHART = CHARTS / "gharc-scale-set"
+LEGACY_CHART = CHARTS / "gharc-legacy"
 
 #: The Kubernetes version `helm template` renders for (the dind native sidecar needs >= 1.29).
 #: Fixed, so golden files do not depend on the helm build's default.

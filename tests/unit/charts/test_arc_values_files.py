@@ -3,7 +3,8 @@
 ARC users switch by pointing `helm upgrade` at gharc's chart with the values file they
 already have. Each of ARC's files must either render to what it means (the
 AutoscalingRunnerSet, the RBAC, the controller's names and flags) or fail with a message
-that says what to change, and that message must be documented in docs/configuration.md.
+that says what to change, and that message must be documented in docs/configuration.md
+(docs/legacy.md for ARC's legacy actions-runner-controller chart, which gharc-legacy takes).
 A new file in ARC's folders fails :func:`test_every_arc_values_file_is_classified` until it
 is given an expectation here.
 """
@@ -18,12 +19,13 @@ import pytest
 import yaml
 
 from gharc.testing.arcdata import ArcDataMissing, arc_data_dir, values_files
-from gharc.testing.helm import CONTROLLER_CHART, ROOT, SCALE_SET_CHART, Helm
+from gharc.testing.helm import CONTROLLER_CHART, LEGACY_CHART, ROOT, SCALE_SET_CHART, Helm
 
 pytestmark = pytest.mark.timeout(900)  # the first run may build helm
 
 JSON = dict[str, Any]
 CONFIGURATION_DOC = ROOT / "docs" / "configuration.md"
+LEGACY_DOC = ROOT / "docs" / "legacy.md"
 
 #: Where ARC's default controller release puts its service account; the scale set files
 #: that do not name one are rendered against it (`helm template` cannot look it up).
@@ -32,9 +34,9 @@ ARC_CONTROLLER_SA = {"name": "arc-gha-rs-controller", "namespace": "arc-systems"
 _NO_RUNNER = 'template.spec.containers must contain a container named "runner"'
 
 #: ARC file (relative to ARC's charts/) -> None when it renders, else (text of the failure,
-#: the heading of docs/configuration.md that documents it). The legacy chart's file is
-#: rendered by no gharc chart yet (docs/migration-from-arc.md).
-EXPECTED: dict[str, tuple[str, str] | str | None] = {
+#: the heading of docs/configuration.md, or docs/legacy.md for the legacy chart, that
+#: documents it).
+EXPECTED: dict[str, tuple[str, str] | None] = {
     "gha-runner-scale-set-controller/values.yaml": (
         "is ARC's controller image",
         "ARC's controller image",
@@ -60,7 +62,12 @@ EXPECTED: dict[str, tuple[str, str] | str | None] = {
     ),
     "gha-runner-scale-set/tests/values_k8s_novolume_custom_volumes.yaml": None,
     "gha-runner-scale-set/tests/values_listener_template.yaml": None,
-    "actions-runner-controller/values.yaml": "legacy",
+    # ARC's legacy chart names ARC's image; without it the file renders
+    # (tests/unit/charts/test_legacy_chart.py checks what it renders to).
+    "actions-runner-controller/values.yaml": (
+        "is ARC's controller image",
+        "ARC's controller image",
+    ),
 }
 
 
@@ -87,10 +94,6 @@ def _one(docs: list[JSON], kind: str, name: str | None = None) -> JSON:
     return found[0]
 
 
-def _doc_text() -> str:
-    return CONFIGURATION_DOC.read_text(encoding="utf-8")
-
-
 def test_every_arc_values_file_is_classified() -> None:
     files = _files()
     if not files:
@@ -102,9 +105,10 @@ def test_every_arc_values_file_is_classified() -> None:
 def test_arc_values_file(helm: Helm, path: Path) -> None:
     rel = _rel(path)
     expected = EXPECTED[rel]
-    if expected == "legacy":
-        pytest.skip("ARC's legacy chart values: see test_legacy_values_are_refused_clearly")
     chart = CONTROLLER_CHART if rel.startswith("gha-runner-scale-set-controller/") else None
+    doc = CONFIGURATION_DOC
+    if rel.startswith("actions-runner-controller/"):
+        chart, doc = LEGACY_CHART, LEGACY_DOC
     values = _load(path)
     if chart is None:
         chart = SCALE_SET_CHART
@@ -122,7 +126,8 @@ def test_arc_values_file(helm: Helm, path: Path) -> None:
         message, heading = expected
         assert not result.ok, f"{rel} rendered, expected: {message}"
         assert message in result.stderr, result.stderr
-        assert heading in _doc_text(), f"docs/configuration.md does not explain {heading!r}"
+        text = doc.read_text(encoding="utf-8")
+        assert heading in text, f"{doc.name} does not explain {heading!r}"
         return
     assert result.ok, result.stderr
     _check_scale_set(values, result.documents())
@@ -210,7 +215,7 @@ def test_arc_controller_values_without_arcs_image_keep_arcs_names(helm: Helm) ->
     assert binding["subjects"][0]["name"] == "arc-gha-rs-controller"
 
 
-def test_legacy_values_are_refused_clearly(helm: Helm) -> None:
+def test_legacy_values_given_to_the_scale_set_chart_are_refused_clearly(helm: Helm) -> None:
     """ARC's legacy chart values given to the scale set controller chart say so."""
     try:
         path = arc_data_dir() / "charts" / "actions-runner-controller" / "values.yaml"
