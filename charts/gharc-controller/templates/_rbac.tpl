@@ -31,6 +31,15 @@ listed per reconcile), plus events: backoff, eviction and failure reasons are re
 the object they concern. Roles may be patched: that is how the cleanup-protection finalizer
 of a scale set chart's Roles is released. `patchRoles` selects that.
 */}}
+{{/* Node loss (flags.nodeLossTimeout): Nodes are cached to see a node go not Ready. */}}
+{{- define "gharc-controller.rules.nodes" -}}
+{{- if .Values.flags.nodeLossTimeout }}
+- apiGroups: [""]
+  resources: ["nodes"]
+  verbs: ["list", "watch"]
+{{- end }}
+{{- end }}
+
 {{- define "gharc-controller.rules.core" -}}
 - apiGroups: [""]
   resources: ["pods", "serviceaccounts"]
