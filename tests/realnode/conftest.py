@@ -11,12 +11,13 @@ from __future__ import annotations
 import logging
 import os
 import subprocess
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import NoReturn
 
 import pytest
 
+from gharc.kube.client import KubeClient
 from gharc.testing.helm import Helm, helm_or_skip
 
 log = logging.getLogger("gharc.tests.realnode")
@@ -70,3 +71,13 @@ def real_cluster() -> Iterator[object]:
 @pytest.fixture(scope="session")
 def helm(tmp_path_factory: pytest.TempPathFactory) -> Helm:
     return helm_or_skip(tmp_path_factory.mktemp("helm-home"))
+
+
+@pytest.fixture
+async def kube(real_cluster: object) -> AsyncIterator[KubeClient]:
+    """A client of the real cluster for the test's event loop."""
+    client = await KubeClient.from_config(kubeconfig=real_cluster.kubeconfig_path)  # type: ignore[attr-defined]
+    try:
+        yield client
+    finally:
+        await client.close()
