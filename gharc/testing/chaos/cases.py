@@ -364,8 +364,67 @@ async def token_rotation(factory: WorldFactory, namespace: str, sizes: Sizes = S
     return result
 
 
+#: The node loss case's ``--node-loss-timeout`` and the fake's lost-runner timeout, seconds
+#: (production: 60 and GitHub's ~600): short, so the case measures the mechanism.
+NODE_LOSS_TIMEOUT = 3.0
+RUNNER_LOST_TIMEOUT = 10.0
+#: Jobs long enough that the node dies under mostly busy runners, and enough of them that
+#: the registrations the fault spends stay within 5 % (each lost pod may cost one: an idle
+#: runner's registration is replaced, and a busy runner's replacement is made while GitHub
+#: still counts the lost job, so it may find no job once that job fails).
+NODE_LOSS = Sizes(jobs=28, after=12, durations=(2.0, 4.0))
+
+
+async def node_loss(factory: WorldFactory, namespace: str, sizes: Sizes = NODE_LOSS) -> CaseResult:
+    """The node of every runner pod dies mid-burst: its Ready condition goes Unknown, its
+    pods stay Running (or Terminating once deleted) and their runners stop talking to GitHub.
+
+    After ``--node-loss-timeout`` the controller marks those pods Failed (NodeLost): idle
+    runners get new pods on the live node, busy ones (their jobs fail at GitHub, as on a
+    real lost node) are replaced, and the registrations left behind are removed by the
+    registration check. Jobs queued after the loss run on the replacements."""
+    ns = namespace
+    world = await factory.create(
+        ns,
+        poll_timeout=SHORT_POLL,
+        controller_args=[
+            f"--node-loss-timeout={NODE_LOSS_TIMEOUT}",
+            "--runner-registration-sync-interval=2",
+            "--runner-registration-grace=5",
+        ],
+    )
+    world.github.state.runner_lost_timeout = RUNNER_LOST_TIMEOUT
+    sets = [f"nl-{i}" for i in range(sizes.scale_sets)]
+    for name in sets:
+        await world.apply_scale_set(ns, name, max_runners=sizes.max_runners)
+    for name in sets:
+        await world.wait_for_listener(name, timeout=90)
+    before = _burst(world, sets, sizes.jobs, 1200, sizes)
+    await _under_way(world, before)
+    assert world.kubelet is not None
+    t_loss = time.time()
+    ids = {scale_set_id(world, name) for name in sets}
+    idle = sum(
+        1 for r in world.github.state.runners.values() if r.scale_set_id in ids and r.job is None
+    )
+    lost = await world.kubelet.lose_node()
+    after = _burst(world, sets, sizes.after, 1300, sizes)
+    result = await outcome(world, "node-loss", before + after, namespace=ns, scale_sets=sets)
+    result.allowed_extra_runners = len(lost)
+    result.recover_seconds = first_runner_after(after, t_loss)
+    result.extra.update(
+        pods_lost=len(lost),
+        idle_runners_lost=idle,
+        jobs_failed_with_node=sum(1 for j in before + after if j.conclusion == "failed"),
+        node_loss_timeout_s=NODE_LOSS_TIMEOUT,
+        scale_sets=len(sets),
+    )
+    return result
+
+
 CASES = {
     "leader-kill": leader_kill,
+    "node-loss": node_loss,
     "listener-kill": listener_kill,
     "revoked-credentials": revoked_credentials,
     "poll-5xx-429": poll_errors,
