@@ -35,7 +35,7 @@ their service accounts.
 
 {{- define "gharc-legacy.selectorLabels" -}}
 app.kubernetes.io/name: {{ include "gharc-legacy.name" . }}
-app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/instance: {{ .Release.Name | quote }}
 {{- end }}
 
 {{- define "gharc-legacy.labels" -}}
@@ -189,7 +189,7 @@ server (githubWebhookServer or actionsMetricsServer values) and suffix.
 
 {{- define "gharc-legacy.serverSelectorLabels" -}}
 app.kubernetes.io/name: {{ default (printf "%s-%s" (include "gharc-legacy.name" .root) .suffix) .server.nameOverride | trunc 63 | trimSuffix "-" }}
-app.kubernetes.io/instance: {{ .root.Release.Name }}
+app.kubernetes.io/instance: {{ .root.Release.Name | quote }}
 {{- end }}
 
 {{- define "gharc-legacy.serverServiceAccountName" -}}
