@@ -1,10 +1,14 @@
 """The chaos suite's harness: faults injected into a running World, and the per-case table.
 
 ``tests/chaos`` runs the cases at :data:`~gharc.testing.chaos.cases.SMALL` sizes in the
-normal test run; ``bench/chaos.py`` runs them bigger. See :mod:`.cases`.
+normal test run; ``bench/chaos.py`` runs them bigger. See :mod:`.cases` and
+:mod:`.incidents`.
 """
 
 from gharc.testing.chaos.cases import BIG, CASES, SMALL, Sizes
+from gharc.testing.chaos.incidents import INCIDENTS
 from gharc.testing.chaos.report import CaseResult, problems, table
+
+CASES.update(INCIDENTS)  # GitHub's own incidents (issue 19 §6), in the same table and bench
 
 __all__ = ["BIG", "CASES", "SMALL", "CaseResult", "Sizes", "problems", "table"]

@@ -1,0 +1,108 @@
+"""Chaos cases of GitHub's own incidents (issue 19 §6): the fake GitHub or the runner
+misbehaves the way the real ones were seen to, and gharc must recover without a human.
+
+Like :mod:`.cases`, each case builds its own World, injects its fault, and returns a
+:class:`~gharc.testing.chaos.report.CaseResult` measured from the outside (the fake GitHub
+and the API server); the test asserts on it.
+"""
+
+from __future__ import annotations
+
+import time
+
+from gharc.api.scaleset import constants as c
+from gharc.sim.github.state import Job, Runner
+from gharc.testing.chaos.cases import SHORT_POLL, SMALL, Sizes
+from gharc.testing.chaos.measure import outcome, wait_for_jobs
+from gharc.testing.chaos.report import CaseResult
+from gharc.testing.world import GROUP, VERSION, World
+from gharc.testing.worlds import WorldFactory, enqueue_jobs, scale_set_id, wait_until
+
+
+def _connected_idle(world: World, ss_id: int, name: str | None = None) -> Runner | None:
+    """A runner of the scale set that redeemed its JIT config and holds no job."""
+    for r in world.github.state.runners.values():
+        if r.scale_set_id != ss_id or not r.redeemed or not r.online or r.job is not None:
+            continue
+        if name is None or r.name == name:
+            return r
+    return None
+
+
+async def _set_min_runners(world: World, namespace: str, name: str, count: int) -> None:
+    await world.custom.patch_namespaced_custom_object(
+        GROUP,
+        VERSION,
+        namespace,
+        "autoscalingrunnersets",
+        name,
+        {"spec": {"minRunners": count}},
+        _content_type="application/merge-patch+json",
+    )
+
+
+async def used_jit_config(
+    factory: WorldFactory, namespace: str, sizes: Sizes = SMALL
+) -> CaseResult:
+    """ARC #4588: an idle runner's pod is lost (deleted outright, as when its spot VM goes)
+    after its runner redeemed the JIT config. A pod re-created from the same Secret would be
+    refused (409, single-use config) and sit idle; gharc registers the runner afresh.
+
+    One scale set with a warm runner (``minRunners: 1``); its pod is deleted with grace 0;
+    then a burst. Recovery: from the loss to the re-registered runner connecting. The lost
+    registration is the one extra JIT config the fault costs."""
+    ns = namespace
+    world = await factory.create(ns, poll_timeout=SHORT_POLL)
+    name = "uj-0"
+    await world.apply_scale_set(ns, name, min_runners=1, max_runners=sizes.max_runners)
+    await world.wait_for_listener(name, timeout=90)
+    ss_id = scale_set_id(world, name)
+    await wait_until(
+        lambda: _connected_idle(world, ss_id) is not None, 90, "a warm runner", world=world
+    )
+    victim = _connected_idle(world, ss_id)
+    assert victim is not None
+    t_loss = time.time()
+    await world.core.delete_namespaced_pod(
+        c.runner_pod_name(victim.name), ns, grace_period_seconds=0
+    )
+
+    def reconnected() -> bool:
+        r = _connected_idle(world, ss_id, victim.name)
+        return r is not None and r.id != victim.id
+
+    error = ""
+    try:
+        await wait_until(reconnected, 120, f"{victim.name} to connect again", world=world)
+    except AssertionError as err:  # the table still shows what the case saw
+        error = str(err)
+    t_back = time.time()
+    count = (sizes.jobs + sizes.after) * sizes.scale_sets
+    jobs: list[Job] = enqueue_jobs(world, [name], count, durations=sizes.durations, seed=1300)
+
+    def victim_busy() -> bool:
+        return any(j.runner_name == victim.name for j in jobs)
+
+    try:
+        await wait_until(victim_busy, 60, f"{victim.name} to take a job", world=world)
+    except AssertionError as err:
+        error = error or str(err)
+    # No warm runner at the tail of the burst (while maxRunners caps the set, minRunners
+    # adds none), so the runners created are the jobs plus the one lost registration.
+    await _set_min_runners(world, ns, name, 0)
+    await wait_for_jobs(world, jobs)
+    result = await outcome(world, "used-jit-config", jobs, namespace=ns, scale_sets=[name])
+    result.allowed_extra_runners = 1
+    result.recover_seconds = None if error else round(t_back - t_loss, 2)
+    result.extra.update(
+        connect_409s=world.github.calls("/_runner/connect", method="POST", status=409),
+        victim_jobs=sum(1 for j in jobs if j.runner_name == victim.name),
+    )
+    if error:
+        result.extra["error"] = error
+    return result
+
+
+INCIDENTS = {
+    "used-jit-config": used_jit_config,
+}
