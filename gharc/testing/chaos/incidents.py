@@ -30,7 +30,8 @@ def _connected_idle(world: World, ss_id: int, name: str | None = None) -> Runner
 
 
 async def _set_min_runners(world: World, namespace: str, name: str, count: int) -> None:
-    await world.custom.patch_namespaced_custom_object(
+    # A merge patch; the client takes ``_content_type`` through its kwargs (not typed).
+    await world.custom.patch_namespaced_custom_object(  # type: ignore[call-arg]
         GROUP,
         VERSION,
         namespace,
