@@ -299,6 +299,49 @@ async def test_install_legacy_chart_with_arcs_values_and_run_as_its_accounts(
             assert answers == [(200, "scaled hra by 1")]
             hra = await kube.get(HORIZONTAL_RUNNER_AUTOSCALERS, "hra", namespace=namespace)
             assert [r["name"] for r in hra["spec"]["capacityReservations"]] == ["job-1"]
+
+            # --- the actions metrics server, with no Kubernetes permission at all --------
+            server = deploys[metrics].spec.template.spec.containers[0]
+            metrics_args = webhook_args(
+                [
+                    *server.args,
+                    "--webhook-addr=127.0.0.1:0",
+                    "--metrics-addr=127.0.0.1:0",
+                    "--kubeconfig="
+                    + await _service_account_kubeconfig(api_client, namespace, metrics, tmp_path),
+                ],
+                {"GITHUB_WEBHOOK_SECRET_TOKEN": SECRET},
+            )
+            assert metrics_args.metrics_only
+            scraped: list[str] = []
+
+            async def counted(holder: dict[str, Any]) -> bool:
+                srv, mgr = holder.get("server"), holder.get("manager")
+                if srv is None or not srv.started.is_set() or not mgr.metrics_port:
+                    return False
+                assert await _deliver(srv.port, DEFAULT_REPO) == (200, "")
+                url = f"http://127.0.0.1:{mgr.metrics_port}/metrics"
+                async with aiohttp.ClientSession() as session, session.get(url) as resp:
+                    scraped.append(await resp.text())
+                return True
+
+            await _run_until(
+                lambda holder: run_webhook_server(
+                    metrics_args,
+                    on_server=lambda m, s: holder.update(manager=m, server=s),
+                    handle_signals=False,
+                    registry=CollectorRegistry(),
+                ),
+                counted,
+                timeout=60,
+                message="a delivery counted by the actions metrics server",
+            )
+            (line,) = [
+                x
+                for x in scraped[0].splitlines()
+                if x.startswith("github_workflow_jobs_queued_total{")
+            ]
+            assert f'repository_full_name="{DEFAULT_REPO}"' in line and line.endswith(" 1.0")
         finally:
             helm.run(["uninstall", release, "--namespace", namespace, "--kubeconfig", kubeconfig])
             with contextlib.suppress(Exception):
