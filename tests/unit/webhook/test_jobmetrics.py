@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from prometheus_client import CollectorRegistry
 
 from gharc.webhook.jobmetrics import (
@@ -15,6 +16,7 @@ from gharc.webhook.jobmetrics import (
     common_labels,
     failed_step,
 )
+from gharc.webhook.main import UsageError, parse_args
 
 
 def delivery(action: str, **job: Any) -> dict[str, Any]:
@@ -127,3 +129,15 @@ def test_long_values_are_cut() -> None:
     budget = SeriesBudget(1)
     assert budget.admit(("a",)) == ("a",)
     assert budget.admit(("b",)) == (OTHER,)
+
+
+def test_flags() -> None:
+    env = {"GITHUB_WEBHOOK_SECRET_TOKEN": "s"}
+    args = parse_args(["--metrics-only", "--metrics-addr=:8080"], env)
+    assert args.metrics_only and args.workflow_job_metrics
+    assert args.workflow_job_metrics_max_series == 1000
+    assert not parse_args([], env).workflow_job_metrics
+    with pytest.raises(UsageError, match="--metrics-only serves nothing"):
+        parse_args(["--metrics-only"], env)
+    with pytest.raises(UsageError, match="must be positive"):
+        parse_args(["--workflow-job-metrics-max-series=0"], env)
