@@ -83,17 +83,24 @@ def _arc_values() -> dict[str, Any]:
 
 
 async def _allowed(
-    api: client.ApiClient, namespace: str, account: str, verbs: list[tuple[str, str, str]]
+    api: client.ApiClient,
+    namespace: str,
+    account: str,
+    verbs: list[tuple[str, str, str]],
+    *,
+    account_namespace: str | None = None,
 ) -> list[tuple[str, str, str]]:
-    """The (group, resource, verb) of ``verbs`` the service account may NOT do."""
+    """The (group, resource, verb) of ``verbs`` that service account ``account`` (of
+    ``account_namespace``, default ``namespace``) may NOT do in ``namespace``."""
+    home = account_namespace or namespace
     authz = client.AuthorizationV1Api(api)
     denied = []
     for group, resource, verb in verbs:
         review = await authz.create_subject_access_review(
             {
                 "spec": {
-                    "user": f"system:serviceaccount:{namespace}:{account}",
-                    "groups": ["system:serviceaccounts", f"system:serviceaccounts:{namespace}"],
+                    "user": f"system:serviceaccount:{home}:{account}",
+                    "groups": ["system:serviceaccounts", f"system:serviceaccounts:{home}"],
                     "resourceAttributes": {
                         "namespace": namespace,
                         "group": group,
@@ -372,3 +379,65 @@ async def _deliver(port: int, repo: str) -> tuple[int, str]:
         session.post(f"http://127.0.0.1:{port}/", data=body, headers=headers) as resp,
     ):
         return resp.status, await resp.text()
+
+
+async def test_single_namespace_install_grants_the_watched_namespace_only(
+    helm: Helm, kubeconfig: str, api_client: client.ApiClient, namespace: str
+) -> None:
+    """scope.singleNamespace: Roles in the watched namespace, nothing cluster-wide; the
+    webhook server's Ingress and the PodDisruptionBudgets are accepted by the API server."""
+    release = f"leg-{uuid.uuid4().hex[:6]}"
+    full = f"{release}-actions-runner-controller"
+    hook = f"{full}-github-webhook-server"
+    watched = f"{namespace[:50]}-watched"
+    core = client.CoreV1Api(api_client)
+    await core.create_namespace({"metadata": {"name": watched}})
+    values = {
+        "scope": {"singleNamespace": True, "watchNamespace": watched},
+        "metrics": {"proxy": {"enabled": False}},
+        "podDisruptionBudget": {"enabled": True, "maxUnavailable": 1},
+        "githubWebhookServer": {
+            "enabled": True,
+            "secret": {"enabled": True, "create": True, "github_webhook_secret_token": SECRET},
+            "ingress": {
+                "enabled": True,
+                "hosts": [{"host": "hooks.example.com", "paths": [{"path": "/"}]}],
+            },
+            "podDisruptionBudget": {"enabled": True},
+        },
+    }
+    try:
+        installed = helm.install(
+            release, LEGACY_CHART, namespace=namespace, kubeconfig=kubeconfig, values=values
+        )
+        assert installed.ok, installed.stderr
+        net = client.NetworkingV1Api(api_client)
+        await net.read_namespaced_ingress(hook, namespace)
+        policy = client.PolicyV1Api(api_client)
+        await policy.read_namespaced_pod_disruption_budget(full, namespace)
+        rbac = client.RbacAuthorizationV1Api(api_client)
+        await rbac.read_namespaced_role(f"{full}-manager", watched)
+        await rbac.read_namespaced_role(hook, watched)
+        clusterwide = [
+            r.metadata.name
+            for r in (await rbac.list_cluster_role()).items
+            if r.metadata.name.startswith(release)
+        ]
+        assert clusterwide == []
+        assert await _allowed(
+            api_client, watched, full, CONTROLLER_VERBS, account_namespace=namespace
+        ) == [
+            ("coordination.k8s.io", "leases", "update")  # the Lease lives in the release namespace
+        ]
+        assert (
+            await _allowed(api_client, watched, hook, WEBHOOK_VERBS, account_namespace=namespace)
+            == []
+        )
+        elsewhere = await _allowed(
+            api_client, "default", full, CONTROLLER_VERBS, account_namespace=namespace
+        )
+        assert len(elsewhere) == len(CONTROLLER_VERBS)
+    finally:
+        helm.run(["uninstall", release, "--namespace", namespace, "--kubeconfig", kubeconfig])
+        with contextlib.suppress(client.ApiException):
+            await core.delete_namespace(watched)
