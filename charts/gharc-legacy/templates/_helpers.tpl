@@ -170,6 +170,9 @@ never silently ignored (docs/legacy.md, "Chart values").
 {{- if and $auth.github_app_id (not (and $auth.github_app_installation_id $auth.github_app_private_key)) (not $auth.github_token) }}
 {{- fail "authSecret.github_app_id needs github_app_installation_id and github_app_private_key too (the controller cannot authenticate as an App without all three)" }}
 {{- end }}
+{{- if and (gt (int .Values.replicaCount) 1) (not .Values.enableLeaderElection) }}
+{{- fail "replicaCount > 1 needs enableLeaderElection: true, or every replica would reconcile the same runners at once" }}
+{{- end }}
 {{- if and .Values.podDisruptionBudget.enabled .Values.podDisruptionBudget.minAvailable .Values.podDisruptionBudget.maxUnavailable }}
 {{- fail "podDisruptionBudget: set only one of minAvailable and maxUnavailable" }}
 {{- end }}

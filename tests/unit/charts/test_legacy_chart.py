@@ -356,6 +356,7 @@ REFUSED: list[tuple[JSON, str]] = [
         "github_webhook_secret_token is empty",
     ),
     ({"actionsMetricsServer": {"enabled": True}}, "actionsMetricsServer.secret.enabled is false"),
+    ({"replicaCount": 2, "enableLeaderElection": False}, "needs enableLeaderElection: true"),
     (
         {"podDisruptionBudget": {"enabled": True, "minAvailable": 1, "maxUnavailable": 1}},
         "set only one of minAvailable and maxUnavailable",
