@@ -96,6 +96,7 @@ class ControllerArgs:
     runner_max_concurrent_reconciles: int = 32
     runner_registration_sync_interval: float = 60.0
     runner_registration_grace: float = 120.0
+    runner_hang_timeout: float = 300.0
     runner_startup_timeout: float = 600.0
     node_loss_timeout: float = 60.0
     listener_metrics_addr: str = ":8080"
@@ -229,6 +230,14 @@ def build_parser() -> argparse.ArgumentParser:
         default=120.0,
         help="Seconds a runner must be old (a registration seen orphaned) before the "
         "registration reconcile repairs it, so a registration in flight is never mistaken.",
+    )
+    add(
+        "--runner-hang-timeout",
+        type=float,
+        default=300.0,
+        help="Seconds a runner's pod may keep running after its job completed and GitHub "
+        "dropped its registration before it is deleted (a hung runner process, checked by "
+        "the registration reconcile). 0 turns it off.",
     )
     add(
         "--runner-startup-timeout",
@@ -389,6 +398,7 @@ def parse_args(argv: Sequence[str], environ: Mapping[str, str] | None = None) ->
         runner_max_concurrent_reconciles=ns.runner_max_concurrent_reconciles,
         runner_registration_sync_interval=ns.runner_registration_sync_interval,
         runner_registration_grace=ns.runner_registration_grace,
+        runner_hang_timeout=ns.runner_hang_timeout,
         runner_startup_timeout=ns.runner_startup_timeout,
         node_loss_timeout=ns.node_loss_timeout,
         listener_metrics_addr=ns.listener_metrics_addr,
@@ -570,6 +580,7 @@ def scaleset_options(args: ControllerArgs) -> Any:
         runner_max_concurrent_reconciles=args.runner_max_concurrent_reconciles,
         registration_sync_interval=args.runner_registration_sync_interval,
         registration_sync_grace=args.runner_registration_grace,
+        runner_hang_timeout=args.runner_hang_timeout,
         runner_startup_timeout=args.runner_startup_timeout,
         node_loss_timeout=args.node_loss_timeout,
         build_version=args.build_version,

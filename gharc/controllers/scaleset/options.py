@@ -61,6 +61,10 @@ class ScaleSetOptions:
     registration_sync_grace: float = 120.0
     """A zombie must be this old, an orphan seen this long, before either is repaired, so a
     registration in flight (cache lag, a status write not seen yet) is never mistaken."""
+    runner_hang_timeout: float = 300.0
+    """``--runner-hang-timeout``: seconds a runner's pod may stay up after its job completed
+    and GitHub dropped its registration before it is finished (``hangs.py``, ARC #4603).
+    Checked by the registration reconcile, so off with it; 0 turns it off."""
     node_loss_timeout: float = 60.0
     """``--node-loss-timeout``: seconds a node may be not Ready before the runner and
     listener pods on it are declared dead (``nodeloss.py``, G18); a deleted node's pods at

@@ -9,6 +9,8 @@ Two kinds of drift nothing else notices, because no watch event ever reports the
 * An **orphan**: a registration of this scale set that no EphemeralRunner holds (a JIT
   answer lost and given up on, a runner deleted while GitHub was unreachable). It is
   removed at GitHub, so it does not linger offline or skew the scale set's statistics.
+* A **hung runner** (:mod:`hangs`, ARC #4603): its job done and its registration gone, its
+  process never exited; after ``hang_timeout`` it is finished.
 
 Every ``interval`` seconds the leader lists the runners of each scale set once (one call
 per scale set, through the controller's client and its HTTP cache) and compares them with
@@ -37,6 +39,7 @@ from gharc.controllers.scaleset.credentials import ClientResolver, Configuration
 from gharc.controllers.scaleset.ephemeralrunner import now as wall_now
 from gharc.controllers.scaleset.ephemeralrunner import parse_time
 from gharc.controllers.scaleset.events import WARNING, EventRecorder, emit
+from gharc.controllers.scaleset.hangs import DEFAULT_HANG_TIMEOUT, HangReaper
 from gharc.github import errors as gh
 from gharc.github.actions import ActionsClient
 from gharc.kube.cache import Cache
@@ -95,9 +98,18 @@ class OrphanReconciler:
     interval: float = DEFAULT_INTERVAL
     grace: float = DEFAULT_GRACE
     clock: Callable[[], float] = time.monotonic
+    hang_timeout: float = DEFAULT_HANG_TIMEOUT
+    """Runners still Running this long after GitHub dropped them after their job are
+    finished (:mod:`hangs`, ARC #4603); 0 turns it off."""
     need_leader_election: bool = True
     _orphan_since: dict[tuple[int, int], float] = field(default_factory=dict)
     _stop: asyncio.Event = field(default_factory=asyncio.Event)
+    _hangs: HangReaper | None = None
+    _hung_seen: set[str] = field(default_factory=set)
+
+    def __post_init__(self) -> None:
+        if self.hang_timeout > 0:
+            self._hangs = HangReaper(self.kube, self.recorder, self.hang_timeout, self.clock)
 
     async def start(self) -> None:
         self._stop.clear()
@@ -123,6 +135,7 @@ class OrphanReconciler:
                 groups.setdefault((str(spec.get("githubConfigUrl") or ""), ss_id), []).append(ers)
         runners = await self.cache.list(EPHEMERAL_RUNNERS)
         seen_orphans: set[tuple[int, int]] = set()
+        self._hung_seen = set()
         for (_url, ss_id), sets in groups.items():
             try:
                 await self._sweep_scale_set(ss_id, sets, runners, seen_orphans)
@@ -130,6 +143,8 @@ class OrphanReconciler:
                 log.info("registration reconcile of scale set %d skipped: %s", ss_id, err)
         # Drift that healed (or whose objects went away) starts its grace afresh next time.
         self._orphan_since = {k: v for k, v in self._orphan_since.items() if k in seen_orphans}
+        if self._hangs is not None:
+            self._hangs.keep_only(self._hung_seen)
 
     async def _sweep_scale_set(
         self,
@@ -154,6 +169,8 @@ class OrphanReconciler:
         held_ids = {rr.runner_id(er) for er in mine if rr.runner_id(er)}
         held_names = {str(rr.meta(er).get("name")) for er in mine}
         sets_by_uid = {str(rr.meta(s).get("uid")): s for s in sets}
+        if self._hangs is not None:
+            self._hung_seen |= await self._hangs.check(mine, registered)
         now = self.clock()
 
         for er in mine:
@@ -222,6 +239,7 @@ def setup(
     *,
     interval: float = DEFAULT_INTERVAL,
     grace: float = DEFAULT_GRACE,
+    hang_timeout: float = DEFAULT_HANG_TIMEOUT,
     kube: KubeClient | None = None,
 ) -> OrphanReconciler | None:
     """Add the reconcile to ``manager`` (leader only); ``interval <= 0`` turns it off."""
@@ -234,6 +252,7 @@ def setup(
         recorder,
         interval=interval,
         grace=grace,
+        hang_timeout=hang_timeout,
     )
     manager.add(runnable)
     return runnable

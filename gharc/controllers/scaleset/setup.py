@@ -163,6 +163,7 @@ def setup_scaleset_controllers(
         recorder,
         interval=options.registration_sync_interval,
         grace=options.registration_sync_grace,
+        hang_timeout=options.runner_hang_timeout,
         kube=kube,
     )
     nodeloss.setup(manager, options.node_loss_timeout, kube=kube)
