@@ -357,6 +357,9 @@ REFUSED: list[tuple[JSON, str]] = [
     ),
     ({"actionsMetricsServer": {"enabled": True}}, "actionsMetricsServer.secret.enabled is false"),
     ({"replicaCount": 2, "enableLeaderElection": False}, "needs enableLeaderElection: true"),
+    # values.schema.json: no unknown top-level value, and ARC's integer log levels
+    ({"githubAPICacheDuration": "1m"}, "additional properties 'githubAPICacheDuration'"),
+    ({"logLevel": "-2"}, "at '/logLevel'"),
     (
         {"podDisruptionBudget": {"enabled": True, "minAvailable": 1, "maxUnavailable": 1}},
         "set only one of minAvailable and maxUnavailable",
