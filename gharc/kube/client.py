@@ -1,4 +1,4 @@
-"""An async Kubernetes client that speaks plain dicts, over kubernetes_asyncio's transport.
+"""An async Kubernetes client that speaks plain dicts, over a small :mod:`~gharc.kube.transport`.
 
 Why dicts: decoding a 1,000-pod list into kubernetes_asyncio models takes ~800 ms against
 ~36 ms for ``json.loads`` (python-ecosystem.md 2.6), and informers decode every object the
@@ -22,21 +22,26 @@ import copy
 import json
 import logging
 import time
-import urllib.parse
 from collections.abc import AsyncGenerator, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from types import TracebackType
 from typing import Any
 
-import aiohttp
-
 from gharc.kube import metrics
 from gharc.kube.errors import ApiError, error_from_response
 from gharc.kube.ratelimit import TokenBucket
 from gharc.kube.resources import Resource
+from gharc.kube.transport import Response, Transport
 
 __all__ = ["KubeClient", "ObjectList", "PatchType", "Reader", "object_key"]
+
+
+def _api_client_transport(api_client: Any) -> Transport:
+    from gharc.kube.transport import ApiClientTransport
+
+    return ApiClientTransport(api_client)
+
 
 log = logging.getLogger(__name__)
 
@@ -100,8 +105,8 @@ class KubeClient(Reader):
 
     **Parameters:**
 
-    * ``api_client`` - a kubernetes_asyncio ApiClient; closed by ``close()`` only when
-      ``owns_api_client`` is true (the default for :meth:`from_config`).
+    * ``api_client`` - a kubernetes_asyncio ApiClient, or any :class:`Transport`; closed by
+      ``close()`` only when ``owns_api_client`` is true (the default for :meth:`from_config`).
     * ``qps``/``burst`` - an optional client-side token bucket over all requests, like
       client-go's (default off: API priority and fairness protects the server).
     * ``request_timeout`` - total seconds for one non-watch request.
@@ -123,6 +128,9 @@ class KubeClient(Reader):
         owns_api_client: bool = False,
     ) -> None:
         self.api_client = api_client
+        self.transport: Transport = (
+            api_client if isinstance(api_client, Transport) else _api_client_transport(api_client)
+        )
         self.field_manager = field_manager
         self.request_timeout = request_timeout
         self.max_retries = max_retries
@@ -130,9 +138,7 @@ class KubeClient(Reader):
         self._bucket = TokenBucket(qps=qps, burst=burst) if qps else None
         self._owns = owns_api_client
         self.request_counts: collections.Counter[tuple[str, str, str]] = collections.Counter()
-        self._host = urllib.parse.urlsplit(
-            str(getattr(getattr(api_client, "configuration", None), "host", "") or "")
-        ).netloc
+        self._host = self.transport.host
         """Requests made by *this* client by (verb, resource, code); tests and the demo read it."""
         self.caller = ""
         """Set on a :meth:`for_caller` view: its requests are also counted under this name."""
@@ -155,10 +161,28 @@ class KubeClient(Reader):
         in_cluster: bool | None = None,
         pool_size: int = 100,
         proxy: str | None = None,
+        lean: bool = False,
         **options: Any,
     ) -> KubeClient:
         """A client with its own ApiClient (closed with the client); ``proxy`` as in
-        :func:`gharc.kube.config.new_api_client`."""
+        :func:`gharc.kube.config.new_api_client`.
+
+        ``lean``: when the kubeconfig is a token, a CA or a client certificate (always so in
+        a pod), send over httpx (:mod:`gharc.kube.httpx_transport`) and never import aiohttp
+        or kubernetes_asyncio; other kubeconfigs still get the full client."""
+        if lean:
+            from gharc.kube import leanconfig
+
+            settings = leanconfig.load(
+                kubeconfig=kubeconfig, context=context, in_cluster=in_cluster
+            )
+            if settings is not None:
+                from gharc.kube.httpx_transport import HttpxTransport
+
+                transport = HttpxTransport(
+                    settings, pool_size=pool_size, proxy=None if proxy is None else proxy or None
+                )
+                return cls(transport, owns_api_client=True, **options)
         from gharc.kube.config import new_api_client
 
         api = await new_api_client(
@@ -211,9 +235,12 @@ class KubeClient(Reader):
         query: Sequence[tuple[str, Any]] = (),
         body: Any = None,
         content_type: str | None = None,
-        timeout: float | aiohttp.ClientTimeout | None = None,
-    ) -> aiohttp.ClientResponse:
-        """Send one request, retrying on Retry-After; returns a 2xx response, unread."""
+        watch_read_timeout: float | None = None,
+        watch: bool = False,
+    ) -> Response:
+        """Send one request, retrying on Retry-After; returns a 2xx response, unread.
+
+        ``watch`` lifts the total timeout: the stream is bounded by ``watch_read_timeout``."""
         headers = {"Accept": "application/json"}
         if content_type:
             headers["Content-Type"] = content_type
@@ -224,15 +251,14 @@ class KubeClient(Reader):
                 await self._bucket.wait()
             began = time.monotonic()
             try:
-                resp: aiohttp.ClientResponse = await self.api_client.call_api(
-                    path,
+                resp = await self.transport.send_request(
                     method,
-                    query_params=params or None,
-                    header_params=dict(headers),
+                    path,
+                    params=params,
+                    headers=headers,
                     body=body,
-                    auth_settings=["BearerToken"],
-                    _preload_content=False,
-                    _request_timeout=timeout if timeout is not None else self.request_timeout,
+                    timeout=None if watch else self.request_timeout,
+                    read_timeout=watch_read_timeout,
                 )
             except BaseException:
                 self._count(verb, label, "error", began, method)
@@ -408,16 +434,21 @@ class KubeClient(Reader):
             ("allowWatchBookmarks", True if allow_bookmarks else None),
             ("timeoutSeconds", timeout_seconds),
         ]
-        timeout = aiohttp.ClientTimeout(total=None, sock_connect=30, sock_read=read_timeout)
         resp = await self._send(
-            "GET", path, verb="watch", label=self._label(resource), query=query, timeout=timeout
+            "GET",
+            path,
+            verb="watch",
+            label=self._label(resource),
+            query=query,
+            watch=True,
+            watch_read_timeout=read_timeout,
         )
         try:
-            async for line in resp.content:
+            async for line in resp.lines():
                 if line.strip():
                     yield json.loads(line)
         finally:
-            resp.close()
+            await resp.aclose()
 
     # -- writes ------------------------------------------------------------------------
     async def create(

@@ -17,13 +17,12 @@ covers the API server (what client-go does, read once instead of per request).
 from __future__ import annotations
 
 import os
-import urllib.request
 from pathlib import Path
-from urllib.parse import urlsplit
 
 import aiohttp
 
 from gharc.kube import leanimport
+from gharc.kube.leanconfig import environment_proxy
 
 leanimport.install()  # before the first kubernetes_asyncio import: see its docstring
 
@@ -90,15 +89,6 @@ async def new_api_client(
     api = ApiClient(cfg)
     _without_trust_env(api)
     return api
-
-
-def environment_proxy(url: str) -> str | None:
-    """The proxy the environment names for ``url`` (None when NO_PROXY covers its host)."""
-    parts = urlsplit(url)
-    proxies = urllib.request.getproxies()
-    if parts.hostname and urllib.request.proxy_bypass(parts.hostname):
-        return None
-    return proxies.get(parts.scheme or "https") or None
 
 
 def _without_trust_env(api: ApiClient) -> None:

@@ -124,7 +124,7 @@ class KubePatcher:
     @classmethod
     async def connect(cls, namespace: str, runner_set_name: str) -> KubePatcher:
         """Kubeconfig from ``$KUBECONFIG`` (or ~/.kube/config), else the service account."""
-        kube = await KubeClient.from_config(pool_size=4, field_manager="gharc-listener")
+        kube = await KubeClient.from_config(pool_size=4, field_manager="gharc-listener", lean=True)
         patcher = cls(kube, namespace, runner_set_name)
         patcher._owns = True
         return patcher

@@ -15,15 +15,16 @@ process and nothing leaks into the default registry.
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from aiohttp import web
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
-from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
+from prometheus_client.exposition import generate_latest, start_wsgi_server
 
 from gharc.github.models import (
     JobCompleted,
@@ -334,34 +335,33 @@ class ListenerMetrics:
 
 
 class MetricsServer:
-    """Serves one registry on ``host:port`` + ``endpoint`` with aiohttp (same event loop)."""
+    """Serves one registry on ``host:port`` with prometheus_client's own server (a thread).
+
+    Not aiohttp: a listener pod would load aiohttp for this alone (about 14 MiB of its
+    40 MiB budget). prometheus_client answers every path, so ``endpoint`` is where scrapes
+    are told to look, as in ARC's config, not a filter."""
 
     def __init__(self, metrics: ListenerMetrics, host: str, port: int, endpoint: str) -> None:
         self.metrics = metrics
         self.host = host
         self.port = port
         self.endpoint = endpoint if endpoint.startswith("/") else "/" + endpoint
-        self._runner: web.AppRunner | None = None
+        self._server: Any = None
+        self._thread: threading.Thread | None = None
         self.bound_port: int | None = None
 
-    async def _handle(self, request: web.Request) -> web.Response:
-        return web.Response(
-            body=self.metrics.exposition(), headers={"Content-Type": CONTENT_TYPE_LATEST}
-        )
-
     async def start(self) -> None:
-        app = web.Application()
-        app.router.add_get(self.endpoint, self._handle)
-        self._runner = web.AppRunner(app, access_log=None)
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, self.host, self.port)
-        await site.start()
-        server = site._server
-        sockets = getattr(server, "sockets", None) or []
-        self.bound_port = sockets[0].getsockname()[1] if sockets else self.port
+        self._server, self._thread = start_wsgi_server(
+            self.port, addr=self.host, registry=self.metrics.registry
+        )
+        self.bound_port = int(self._server.server_port)
         log.info("metrics served on http://%s:%s%s", self.host, self.bound_port, self.endpoint)
 
     async def stop(self) -> None:
-        if self._runner is not None:
-            await self._runner.cleanup()
-            self._runner = None
+        server, thread = self._server, self._thread
+        self._server = self._thread = None
+        if server is not None:
+            await asyncio.to_thread(server.shutdown)
+            server.server_close()
+        if thread is not None:
+            thread.join(timeout=5)

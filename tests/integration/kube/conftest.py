@@ -49,10 +49,22 @@ WIDGET_CRD: dict[str, Any] = {
 }
 
 
-@pytest.fixture
-async def kube(api_client: Any) -> AsyncIterator[KubeClient]:
-    """A KubeClient over the test's ApiClient (which the fixture closes)."""
-    yield KubeClient(api_client)
+@pytest.fixture(params=["aiohttp", "httpx"])
+async def kube(
+    api_client: Any, kubeconfig: str, request: pytest.FixtureRequest
+) -> AsyncIterator[KubeClient]:
+    """A KubeClient over each transport: the test's ApiClient (aiohttp, which the fixture
+    closes), and the lean httpx transport the pod listener uses, so every behaviour here
+    holds for both."""
+    if request.param == "aiohttp":
+        yield KubeClient(api_client)
+        return
+    kube = await KubeClient.from_config(kubeconfig=kubeconfig, lean=True)
+    assert type(kube.transport).__name__ == "HttpxTransport"
+    try:
+        yield kube
+    finally:
+        await kube.close()
 
 
 @pytest.fixture
