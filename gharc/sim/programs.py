@@ -19,6 +19,7 @@ import os
 import signal
 import sys
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -48,7 +49,8 @@ class RunnerProgram:
 
     ``hang_after_jobs``: a fault, the next that many runners to finish a job do not exit
     afterwards (ARC #4603: a runner process hung after its job held its slot for hours);
-    they sit until the pod is deleted. ``hung`` counts the runners that did.
+    they sit until the pod is deleted. ``hung`` counts the runners that did,
+    ``hung_pods`` names their pods.
     """
 
     def __init__(
@@ -66,6 +68,8 @@ class RunnerProgram:
         self.renew_seconds = renew_seconds
         self.hang_after_jobs = hang_after_jobs
         self.hung = 0
+        self.hung_pods: dict[str, float] = {}
+        """Pods of the runners that hung: name to the time (epoch seconds) they hung."""
 
     async def run(self, ctx: ContainerContext) -> int:
         encoded = ctx.env.get(c.ENV_RUNNER_JIT_CONFIG, "")
@@ -89,6 +93,7 @@ class RunnerProgram:
             if self.hang_after_jobs > 0:
                 self.hang_after_jobs -= 1
                 self.hung += 1
+                self.hung_pods[ctx.name] = time.time()
                 log.warning("runner %s: hanging after its job (fault)", ctx.name)
                 await ctx.stop.wait()  # only the pod's deletion ends it
             return 0

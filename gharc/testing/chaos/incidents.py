@@ -104,6 +104,66 @@ async def used_jit_config(
     return result
 
 
+#: The hung-runner case's timers: the registration check every 2 s, a hang finished 5 s
+#: after it is first seen (production: 60 s and 300 s).
+HANG_ARGS = ["--runner-registration-sync-interval=2", "--runner-hang-timeout=5"]
+
+
+async def _gone(world: World, namespace: str, pod: str) -> bool:
+    names = {p["metadata"]["name"] for p in await world.pods(namespace)}
+    return pod not in names
+
+
+async def hung_runner(factory: WorldFactory, namespace: str, sizes: Sizes = SMALL) -> CaseResult:
+    """ARC #4603: runner processes that report their job done and then never exit hold
+    their slots (there for 7 hours). Two runners hang mid-burst; the registration check
+    sees each one's registration gone after its job and finishes it after the hang timeout
+    (Succeeded, pod deleted), so the set's slots come back. Recovery: from the last hang to
+    the last hung pod gone."""
+    ns = namespace
+    world = await factory.create(ns, poll_timeout=SHORT_POLL, controller_args=HANG_ARGS)
+    program = world.runner_program
+    sets = [f"hr-{i}" for i in range(sizes.scale_sets)]
+    for name in sets:
+        await world.apply_scale_set(ns, name, max_runners=sizes.max_runners)
+    for name in sets:
+        await world.wait_for_listener(name, timeout=90)
+    jobs: list[Job] = []
+    for i, name in enumerate(sets):
+        jobs += enqueue_jobs(world, [name], sizes.jobs, durations=sizes.durations, seed=1400 + i)
+    await wait_until(
+        lambda: sum(j.status == "completed" for j in jobs) * 3 >= len(jobs),
+        120,
+        "the burst to be under way",
+        world=world,
+    )
+    program.hang_after_jobs = 2
+    for i, name in enumerate(sets):
+        jobs += enqueue_jobs(world, [name], sizes.after, durations=sizes.durations, seed=1500 + i)
+    error = ""
+    try:
+        await wait_until(lambda: program.hung >= 2, 120, "two runners to hang", world=world)
+
+        async def freed() -> bool:
+            return all([await _gone(world, ns, pod) for pod in program.hung_pods])
+
+        await wait_until(freed, 120, "the hung runners' pods deleted", world=world)
+    except AssertionError as err:  # the table still shows what the case saw
+        error = str(err)
+    t_freed = time.time()
+    result = await outcome(world, "hung-runner", jobs, namespace=ns, scale_sets=sets)
+    if not error and program.hung_pods:
+        result.recover_seconds = round(t_freed - max(program.hung_pods.values()), 2)
+    result.extra.update(
+        hung=program.hung,
+        hung_pods=sorted(program.hung_pods),
+    )
+    if error:
+        result.extra["error"] = error
+    return result
+
+
 INCIDENTS = {
     "used-jit-config": used_jit_config,
+    "hung-runner": hung_runner,
 }
