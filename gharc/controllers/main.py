@@ -252,7 +252,8 @@ def build_parser() -> argparse.ArgumentParser:
         type=float,
         default=60.0,
         help="Seconds a node may be not Ready (or gone) before its runner and listener "
-        "pods are declared dead and replaced; 0 turns node loss handling off.",
+        "pods are declared dead and replaced; 0 turns node loss handling off (always off "
+        "with --watch-single-namespace: Nodes are cluster-scoped).",
     )
     add(
         "--listener-metrics-addr",
@@ -582,7 +583,8 @@ def scaleset_options(args: ControllerArgs) -> Any:
         registration_sync_grace=args.runner_registration_grace,
         runner_hang_timeout=args.runner_hang_timeout,
         runner_startup_timeout=args.runner_startup_timeout,
-        node_loss_timeout=args.node_loss_timeout,
+        # Nodes are cluster-scoped: a single-namespace controller has no rights to watch them.
+        node_loss_timeout=0.0 if args.watch_namespace else args.node_loss_timeout,
         build_version=args.build_version,
         listener_mode=args.listener_mode,
     )
@@ -618,6 +620,7 @@ async def run_controller(
     from gharc.controllers.scaleset.metrics import ControllerMetrics
     from gharc.controllers.scaleset.options import LISTENER_MODE_IN_PROCESS
     from gharc.controllers.scaleset.setup import setup_scaleset_controllers
+    from gharc.github.breaker import BreakerRegistry
     from gharc.listener.host import ListenerHost
 
     options = scaleset_options(args)
@@ -636,6 +639,8 @@ async def run_controller(
             transforms=cache_transforms(),
         )
         metrics = ControllerMetrics(manager.registry)
+        with contextlib.suppress(ValueError):  # already registered (one registry per process)
+            manager.registry.register(BreakerRegistry.process())
         host = None
         if options.listener_mode == LISTENER_MODE_IN_PROCESS:
             host = ListenerHost(
@@ -686,7 +691,7 @@ async def _runtime(
         user_agent=f"{c.USER_AGENT_PREFIX}gharc-{args.build_version}",
         transport=github_transport,
         retry=CONTROLLER_RETRY,
-        breakers=BreakerRegistry(),
+        breakers=BreakerRegistry.process(),  # shared with the in-process listeners
     )
     recorder = EventRecorder(kube, component="gharc-controller")
     try:

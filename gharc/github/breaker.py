@@ -14,18 +14,28 @@ calls in 30 s of 503s). The breaker counts consecutive failures across all calle
   so the work that starts runners gets the recovered service first; the others are told
   to come back after the grace.
 
-A 4xx or a rate limit is a success here: the host answered. Time comes from an injected
-clock, so tests need no sleeps.
+A 4xx or a rate limit is a success here: the host answered. Each breaker also holds the
+(host, credential)'s :class:`~gharc.github.budget.RateBudget` (GitHub's points, priorities,
+waiting out a rate limit): one place decides whether a call may be sent now (:meth:`admit`)
+and learns from its answer (:meth:`observe`). The controllers' reconcilers and the
+in-process listeners share one :class:`BreakerRegistry` (:meth:`BreakerRegistry.process`),
+so a listener's acquire and a reconciler's JIT config draw on the same budget. Time comes
+from an injected clock, so tests need no sleeps.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
+from typing import ClassVar
 from urllib.parse import urlsplit
 
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+from gharc.github.budget import BudgetPolicy, RateBudget, cost_of, priority_of
 from gharc.github.errors import CircuitOpen
 
 log = logging.getLogger(__name__)
@@ -66,6 +76,8 @@ class CircuitBreaker:
     """How many times in a row the breaker opened without a success in between."""
     reopen_at: float = 0.0
     in_flight: int = 0
+    budget: RateBudget | None = None
+    host: str = ""
 
     @property
     def is_open(self) -> bool:
@@ -84,6 +96,24 @@ class CircuitBreaker:
                     until=now + self.policy.priority_grace,
                 )
         self.in_flight += 1
+
+    def admit(self, method: str, endpoint: str) -> None:
+        """Admit one call to ``endpoint``: the circuit, then the rate budget; raises
+        :class:`CircuitOpen` or :class:`~gharc.github.errors.RateLimited` (with ``until``)
+        and spends nothing then. Pair with :meth:`release`."""
+        self.acquire(priority=endpoint in PRIORITY_ENDPOINTS)
+        if self.budget is None:
+            return
+        try:
+            self.budget.take(priority_of(method, endpoint), cost_of(method, endpoint))
+        except BaseException:
+            self.release(None)
+            raise
+
+    def observe(self, headers: Mapping[str, str], limited_until: float | None) -> None:
+        """Learn the credential's rate limit from an answer (see :meth:`RateBudget.observe`)."""
+        if self.budget is not None:
+            self.budget.observe(headers, limited_until)
 
     def release(self, outcome: bool | None) -> None:
         """End one admitted call: True answered, False failed (5xx/unreachable), None
@@ -110,13 +140,47 @@ class CircuitBreaker:
         log.warning("%s failing (5xx or unreachable): calls held back for %.0fs", self.name, window)
 
 
-class BreakerRegistry:
-    """The breakers of one process (a :class:`~gharc.github.pool.ClientPool`)."""
+class BreakerRegistry(Collector):
+    """The breakers of one process (of the :class:`~gharc.github.pool.ClientPool` s given it).
 
-    def __init__(self, policy: BreakerPolicy | None = None, *, clock: Clock = time.time) -> None:
+    Also a Prometheus collector: ``gharc_github_circuit_open{host}`` is how many of the
+    host's credentials have their breaker open now (0 when all calls go through).
+    """
+
+    _process: ClassVar[BreakerRegistry | None] = None
+
+    def __init__(
+        self,
+        policy: BreakerPolicy | None = None,
+        *,
+        clock: Clock = time.time,
+        budget: BudgetPolicy | None = None,
+    ) -> None:
         self.policy = policy or BreakerPolicy()
+        self.budget = budget or BudgetPolicy()
         self.clock = clock
         self._breakers: dict[tuple[str, str], CircuitBreaker] = {}
+
+    @classmethod
+    def process(cls) -> BreakerRegistry:
+        """The registry the controllers and the in-process listeners of this process
+        share: one breaker and one budget per (host, credential), whoever calls."""
+        if cls._process is None:
+            cls._process = cls()
+        return cls._process
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        gauge = GaugeMetricFamily(
+            "gharc_github_circuit_open",
+            "GitHub credentials of this host whose circuit breaker holds calls back now",
+            labels=["host"],
+        )
+        open_by_host: dict[str, int] = {}
+        for (host, _), breaker in list(self._breakers.items()):
+            open_by_host[host] = open_by_host.get(host, 0) + int(breaker.is_open)
+        for host, count in sorted(open_by_host.items()):
+            gauge.add_metric([host], count)
+        yield gauge
 
     def for_url(self, url: str, identity: str) -> CircuitBreaker:
         parts = urlsplit(url)
@@ -124,6 +188,8 @@ class BreakerRegistry:
         key = (host, identity)
         breaker = self._breakers.get(key)
         if breaker is None:
-            breaker = CircuitBreaker(f"GitHub {host}", self.policy, self.clock)
+            name = f"GitHub {host}"
+            budget = RateBudget(name, self.budget, self.clock)
+            breaker = CircuitBreaker(name, self.policy, self.clock, budget=budget, host=host)
             self._breakers[key] = breaker
         return breaker

@@ -3,7 +3,9 @@
 * 5xx and connection errors: retried with jittered exponential backoff, bounded attempts;
   with a :class:`~gharc.github.breaker.BreakerRegistry` (the controllers'), every attempt
   also passes the (host, credential) circuit breaker, which fails fast with
-  :class:`CircuitOpen` once that host has failed too often lately.
+  :class:`CircuitOpen` once that host has failed too often lately, and its rate budget
+  (:mod:`gharc.github.budget`), which holds a call back (waited out, or
+  :class:`RateLimited` with ``until``) while GitHub's quota or points are spent.
 * 403/429 rate limits: waited out until ``Retry-After`` / ``X-RateLimit-Reset`` when that is
   within the cap, else :class:`RateLimited` at once (the caller decides, e.g. exit). The
   controllers' cap (:data:`CONTROLLER_RETRY`) is 2 s: they requeue instead of waiting.
@@ -30,7 +32,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 import httpx
 from hishel import AsyncBaseStorage
 
-from gharc.github.breaker import PRIORITY_ENDPOINTS, BreakerRegistry
+from gharc.github.breaker import BreakerRegistry
 from gharc.github.cache import cached_transport
 from gharc.github.errors import (
     CircuitOpen,
@@ -305,7 +307,16 @@ class Sender:
             breaker = self.breakers.for_url(url, self.identity) if self.breakers else None
             if breaker is not None:
                 try:
-                    breaker.acquire(priority=endpoint in PRIORITY_ENDPOINTS)
+                    breaker.admit(method, endpoint)
+                except RateLimited as exc:  # the budget: wait it out here, or the caller does
+                    wait = max(0.0, (exc.until or 0.0) - self.clock())
+                    if not self._may_wait(wait, rate_waits):
+                        exc.url, exc.method = redact_url(url), method
+                        raise
+                    rate_waits += 1
+                    log.info("GitHub %s %s: rate budget, waiting %.1fs", method, endpoint, wait)
+                    await self._sleep(wait)
+                    continue
                 except CircuitOpen as exc:
                     exc.url, exc.method = redact_url(url), method
                     raise
@@ -319,6 +330,12 @@ class Sender:
             finally:
                 if breaker is not None:
                     breaker.release(outcome)
+            if breaker is not None and failure is None:
+                limited = is_rate_limited(response)
+                breaker.observe(
+                    response.headers,
+                    self.clock() + rate_limit_wait(response, self.clock()) if limited else None,
+                )
             if failure is not None:
                 if attempt >= self.policy.max_attempts:
                     raise ConnectionFailed(
@@ -349,12 +366,16 @@ class Sender:
                 continue
             if is_rate_limited(response):
                 wait = rate_limit_wait(response, self.clock())
-                if (
-                    wait <= self.policy.max_rate_limit_wait
-                    and rate_waits < self.policy.max_rate_limit_waits
-                ):
+                if self._may_wait(wait, rate_waits):
                     rate_waits += 1
                     log.warning("GitHub rate limit on %s %s: waiting %.0fs", method, endpoint, wait)
                     await self._sleep(wait)
                     continue
             return response
+
+    def _may_wait(self, wait: float, waits_so_far: int) -> bool:
+        """Whether this sender sleeps out a rate limit of ``wait`` seconds (the listener)
+        rather than raising :class:`RateLimited` for its caller to requeue (controllers)."""
+        return wait <= self.policy.max_rate_limit_wait and (
+            waits_so_far < self.policy.max_rate_limit_waits
+        )

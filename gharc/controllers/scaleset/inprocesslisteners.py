@@ -21,6 +21,7 @@ import httpx
 
 from gharc.controllers.scaleset.credentials import ClientResolver, GitHubTarget
 from gharc.github.auth import credentials_from_secret_data
+from gharc.github.breaker import BreakerRegistry
 from gharc.github.config import parse_config_url
 from gharc.github.pool import ClientPool
 from gharc.listener.config import ConfigError, ListenerConfig
@@ -40,11 +41,17 @@ _CREDENTIAL_KEYS = (
 
 
 def listener_pool(*, user_agent: str, transport: httpx.AsyncBaseTransport | None) -> ClientPool:
-    """The pool in-process listeners take their Actions clients from (no connection cap)."""
+    """The pool in-process listeners take their Actions clients from (no connection cap).
+
+    Its clients pass the process's breakers and rate budgets, the reconcilers' own, so a
+    listener's job acquisition and a reconciler's JIT config draw on one budget per
+    credential, in priority order; a listener waits out a limit where a reconciler requeues.
+    """
     return ClientPool(
         user_agent=user_agent,
         transport=transport,
         limits=httpx.Limits(max_connections=None, max_keepalive_connections=64),
+        breakers=BreakerRegistry.process(),
     )
 
 

@@ -1,0 +1,179 @@
+"""A client-side GitHub rate budget per (host, credential), in GitHub's own points (G8).
+
+GitHub limits each credential twice: a primary quota per hour (``X-RateLimit-Limit`` /
+``-Remaining`` / ``-Reset`` on every REST answer) and secondary limits counted in points,
+where a read (GET, HEAD, OPTIONS) costs 1 and a write 5, at most 900 points a minute. A
+client that learns about either only from a 403/429 has already spent the call, and keeps
+spending: every caller retries on its own. The budget spends points before sending, so:
+
+* **priorities**: starting runners comes first. JIT configs, registration tokens, job
+  acquisition and the listener's message poll (:data:`Priority.HIGH`) may use the whole
+  budget; ordinary reads and writes (NORMAL) stop when a fifth of it is left; cleanup and
+  listings (LOW: runner lists, runner removal) stop at half. Under pressure the work that
+  can wait, waits, and a burst of new jobs still gets its runners.
+* **waiting, not retrying**: a call the budget refuses raises
+  :class:`~gharc.github.errors.RateLimited` with ``until``, the time it may go. The
+  controllers requeue for then (ScaleSetReady=False, reason GitHubRateLimited); the
+  listener sleeps until then. Nothing is sent meanwhile.
+* **what GitHub says wins**: an exhausted quota (403/429 with ``X-RateLimit-Remaining: 0``)
+  blocks every call of the credential until ``X-RateLimit-Reset``; a ``Remaining`` that
+  falls into a priority's reserve holds that priority until the reset. A secondary limit
+  (``Retry-After``) is waited out by the call that drew it (the transport sleeps or raises
+  with ``until``), not imposed on the others: one runner's 429 on its JIT config must not
+  hold another runner's.
+
+Time comes from an injected clock, so tests need no sleeps.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from enum import IntEnum
+
+from gharc.github.errors import RateLimited
+
+log = logging.getLogger(__name__)
+
+Clock = Callable[[], float]
+
+_READS = frozenset({"GET", "HEAD", "OPTIONS"})
+
+
+class Priority(IntEnum):
+    """Lower goes first (see the module docstring)."""
+
+    HIGH = 0
+    NORMAL = 1
+    LOW = 2
+
+
+#: Endpoint templates (as the clients name them for metrics) that start runners or take jobs.
+_HIGH_SUFFIXES = (
+    "/generatejitconfig",
+    "/acquirejobs",
+    "/registration-token",
+    "/actions/runner-registration",
+    "/access_tokens",
+    "{messageQueueUrl}",
+    "/sessions",
+)
+#: Cleanup and listings: runner lists and removals (the registration reconcile, scale down).
+_LOW_PREFIXES = ("/_apis/distributedtask/pools/0/agents",)
+_LOW_SUFFIXES = ("/actions/runners/{runner_id}", "/actions/runners")
+
+
+def priority_of(method: str, endpoint: str) -> Priority:
+    """The priority of one call, from its endpoint template."""
+    if endpoint.endswith(_HIGH_SUFFIXES) or "{messageQueueUrl}" in endpoint:
+        return Priority.HIGH
+    if endpoint.startswith(_LOW_PREFIXES) or endpoint.endswith(_LOW_SUFFIXES):
+        return Priority.LOW
+    return Priority.NORMAL
+
+
+def cost_of(method: str, endpoint: str = "") -> int:
+    """GitHub's secondary-limit points for REST: 1 for a read, 5 for a write.
+
+    The Actions service (``/_apis/...``, the message queue) is another service whose
+    limits GitHub does not publish as points: its calls cost none here, so a burst of JIT
+    configs is not paced by REST's 900 points a minute. They still wait out its 429s and
+    ``Retry-After``, and a cleanup call still waits while the REST budget is low."""
+    if endpoint.startswith("/_apis/") or "{messageQueueUrl}" in endpoint:
+        return 0
+    return 1 if method.upper() in _READS else 5
+
+
+@dataclass(frozen=True)
+class BudgetPolicy:
+    """``points`` per ``per`` seconds is GitHub's documented secondary limit for REST;
+    ``reserve`` is the share of the budget (points, and primary quota) each priority
+    leaves to the ones above it."""
+
+    points: float = 900.0
+    per: float = 60.0
+    reserve: tuple[float, float, float] = (0.0, 0.2, 0.5)
+
+    @property
+    def rate(self) -> float:
+        return self.points / self.per
+
+
+def _header(headers: Mapping[str, str], name: str) -> float | None:
+    value = headers.get(name)
+    if value is None:
+        return None
+    try:
+        return float(value)
+    except ValueError:
+        return None
+
+
+@dataclass
+class RateBudget:
+    """The budget of one (host, credential); see the module docstring."""
+
+    name: str
+    policy: BudgetPolicy = field(default_factory=BudgetPolicy)
+    clock: Clock = time.time
+    level: float = -1.0
+    """Points available now (-1: full, set at the first call)."""
+    updated: float = 0.0
+    blocked_until: float = 0.0
+    """The quota is exhausted until then: nothing of the credential is sent before it."""
+    remaining: int | None = None
+    limit: int | None = None
+    reset_at: float = 0.0
+
+    def _refill(self, now: float) -> None:
+        if self.level < 0:
+            self.level, self.updated = self.policy.points, now
+            return
+        self.level = min(self.policy.points, self.level + (now - self.updated) * self.policy.rate)
+        self.updated = now
+
+    def take(self, priority: Priority, cost: int) -> None:
+        """Spend ``cost`` points at ``priority``, or raise :class:`RateLimited` with the
+        time the call may be sent."""
+        now = self.clock()
+        self._refill(now)
+        if now < self.blocked_until:
+            raise RateLimited(f"{self.name}: rate limit exhausted", until=self.blocked_until)
+        share = self.policy.reserve[priority]
+        if (
+            self.remaining is not None
+            and self.limit
+            and now < self.reset_at
+            and self.remaining <= share * self.limit
+        ):
+            raise RateLimited(
+                f"{self.name}: {self.remaining} of {self.limit} calls left this hour, kept "
+                f"for higher priority work until the reset",
+                until=self.reset_at,
+            )
+        floor = share * self.policy.points
+        if self.level - cost < floor:
+            wait = (floor + cost - self.level) / self.policy.rate
+            raise RateLimited(
+                f"{self.name}: client-side budget spent ({priority.name} calls wait)",
+                until=now + wait,
+            )
+        self.level -= cost
+        if self.remaining is not None and now < self.reset_at:
+            self.remaining -= 1
+
+    def observe(self, headers: Mapping[str, str], limited_until: float | None) -> None:
+        """Learn from an answer: its ``X-RateLimit-*`` headers and, for a rate-limit
+        answer, the time it lifts (``limited_until``, epoch seconds)."""
+        remaining = _header(headers, "x-ratelimit-remaining")
+        limit = _header(headers, "x-ratelimit-limit")
+        reset = _header(headers, "x-ratelimit-reset")
+        if remaining is not None and limit is not None and reset is not None:
+            self.remaining, self.limit, self.reset_at = int(remaining), int(limit), reset
+        exhausted = remaining == 0 and headers.get("retry-after") is None
+        if limited_until is not None and exhausted and limited_until > self.blocked_until:
+            self.blocked_until = limited_until
+            wait = max(0.0, limited_until - self.clock())
+            log.warning("%s: quota exhausted; every call waits %.0fs", self.name, wait)
