@@ -43,7 +43,7 @@ from gharc.sim.github.webhooks import WebhookDeliverer
 from gharc.sim.kubelet import KubeletSimulator
 from gharc.sim.programs import LegacyRunnerProgram, legacy_programs
 from gharc.testing.controlplane import ControlPlane, free_port
-from gharc.testing.world import scrape_kube_calls
+from gharc.testing.world import phase_counts, scrape_kube_calls
 
 RUNNER_NAMESPACE = "arc-runners"
 GROUP, VERSION = "actions.summerwind.dev", "v1alpha1"
@@ -244,13 +244,7 @@ class LegacyWorld:
         listed: Any = await self.custom.list_namespaced_custom_object(
             GROUP, VERSION, namespace, "runners"
         )
-        phases: Counter[str] = Counter()
-        for runner in listed.get("items", []):
-            if runner["metadata"].get("deletionTimestamp"):
-                phases["deleting"] += 1
-            else:
-                phases[(runner.get("status", {}).get("phase") or "pending").lower()] += 1
-        return phases
+        return phase_counts(listed.get("items", []))
 
     async def kube_calls(self) -> dict[str, int]:
         return await scrape_kube_calls(f"http://127.0.0.1:{self.metrics_port}/metrics")

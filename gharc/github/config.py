@@ -126,3 +126,36 @@ def parse_config_url(url: str) -> GitHubConfig:
         is_hosted=_is_hosted(host),
         rest_base_url=_rest_base(parts.scheme, netloc, host),
     )
+
+
+#: ARC's default ``--github-url``: an API URL, not the web host config URLs start from.
+DEFAULT_API_URL = "https://api.github.com/"
+
+
+def server_url_from_api_url(url: str) -> str:
+    """The web host of a GitHub API URL: ``https://api.github.com/`` -> ``https://github.com``,
+    ``https://h/api/v3/`` -> ``https://h``; any other URL is taken as the web host already.
+
+    ARC's legacy flags and Secrets name the API (``--github-url``, ``github_url``) while
+    gharc's config URLs are web URLs (``https://h/org``), so every reader of those settings
+    converts here, the one place that knows both spellings.
+    """
+    parts = urlsplit(url.strip().rstrip("/"))
+    if parts.netloc.lower() == "api.github.com":
+        return f"{parts.scheme}://github.com"
+    path = parts.path.removesuffix("/api/v3")
+    return f"{parts.scheme}://{parts.netloc}{path}"
+
+
+def server_url(enterprise_url: str = "", api_url: str = "") -> str:
+    """The GitHub web URL that legacy config URLs start from: the GitHub Enterprise Server
+    URL when one is set (``--github-enterprise-url``, a Secret's ``github_enterprise_url``),
+    else the web host of ``api_url`` (default ``https://api.github.com/``).
+
+    The controller and the webhook server both take ARC's pair of settings; they must turn
+    them into the same host, or an HRA would scale from one GitHub and register on another.
+    An enterprise URL given with its ``/api/v3`` suffix is accepted too.
+    """
+    if enterprise_url.strip():
+        return enterprise_url.strip().rstrip("/").removesuffix("/api/v3")
+    return server_url_from_api_url(api_url or DEFAULT_API_URL)

@@ -27,6 +27,7 @@ from typing import IO, Any
 import aiohttp
 from kubernetes_asyncio import client, config
 
+from gharc.kube.objects import is_deleting
 from gharc.sim.github import FakeGitHubServer
 from gharc.sim.kubelet import KubeletSimulator
 from gharc.sim.processes import child_options
@@ -83,6 +84,19 @@ def runner_set_manifest(
         },
         "spec": spec,
     }
+
+
+def phase_counts(runners: Any) -> Counter[str]:
+    """Runners (EphemeralRunners or legacy Runners) by lower-case phase, with those being
+    deleted counted as ``deleting`` and those with no phase yet as ``pending``: the demo
+    and the e2e tests report both modes the same way."""
+    phases: Counter[str] = Counter()
+    for runner in runners:
+        if is_deleting(runner):
+            phases["deleting"] += 1
+        else:
+            phases[(runner.get("status", {}).get("phase") or "pending").lower()] += 1
+    return phases
 
 
 async def scrape_kube_calls(url: str) -> dict[str, int]:
@@ -323,13 +337,7 @@ class World:
         return list(listed.get("items", []))
 
     async def runner_phases(self, namespace: str) -> Counter[str]:
-        phases: Counter[str] = Counter()
-        for er in await self.ephemeral_runners(namespace):
-            if er["metadata"].get("deletionTimestamp"):
-                phases["deleting"] += 1
-            else:
-                phases[(er.get("status", {}).get("phase") or "pending").lower()] += 1
-        return phases
+        return phase_counts(await self.ephemeral_runners(namespace))
 
     async def kube_calls(self) -> dict[str, int]:
         return await scrape_kube_calls(f"http://127.0.0.1:{self.metrics_port}/metrics")

@@ -34,6 +34,7 @@ from typing import Any
 
 from gharc.kube.client import KubeClient
 from gharc.kube.errors import Conflict, NotFound
+from gharc.kube.objects import format_time, parse_time
 from gharc.kube.resources import HORIZONTAL_RUNNER_AUTOSCALERS
 
 log = logging.getLogger(__name__)
@@ -68,18 +69,9 @@ class ScaleOp:
     key: str = ""  # the reservation's name (job_key); "" for ARC's unnamed reservations
 
 
-def _fmt(t: dt.datetime) -> str:
-    return t.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
 def _parse(value: Any) -> dt.datetime | None:
-    if not value:
-        return None
-    text = str(value)
-    if text.endswith("Z"):
-        text = text[:-1] + "+00:00"
-    t = dt.datetime.fromisoformat(text)
-    return t if t.tzinfo else t.replace(tzinfo=dt.UTC)
+    """A reservation's time; strict, as a user may have written it in the HRA's spec."""
+    return parse_time(value, strict=True)
 
 
 def plan(
@@ -106,8 +98,8 @@ def plan(
         if max_replicas is not None and len(reservations) > max_replicas and i >= max_replicas:
             eff, exp = _parse(item.get("effectiveTime")), _parse(item.get("expirationTime"))
             if eff is not None and exp is not None:
-                item["effectiveTime"] = _fmt(now)
-                item["expirationTime"] = _fmt(now + (exp - eff))
+                item["effectiveTime"] = format_time(now)
+                item["expirationTime"] = format_time(now + (exp - eff))
         planned.append(item)
     planned = [r for r in planned if (_parse(r.get("expirationTime")) or now) > now]
     outcomes: list[str] = []
@@ -139,7 +131,11 @@ def plan(
 
 
 def _reservation(now: dt.datetime, duration: dt.timedelta, name: str = "") -> JSON:
-    r: JSON = {"effectiveTime": _fmt(now), "expirationTime": _fmt(now + duration), "replicas": 1}
+    r: JSON = {
+        "effectiveTime": format_time(now),
+        "expirationTime": format_time(now + duration),
+        "replicas": 1,
+    }
     if name:
         r["name"] = name
     return r

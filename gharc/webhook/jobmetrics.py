@@ -19,11 +19,12 @@ dashboards keep working. Two differences, both documented in docs/metrics.md:
 
 from __future__ import annotations
 
-import datetime as dt
 from collections.abc import Mapping
 from typing import Any
 
 from prometheus_client import REGISTRY, CollectorRegistry, Counter, Histogram
+
+from gharc.kube.objects import parse_time
 
 #: ARC's label names, in ARC's order.
 COMMON_LABELS = (
@@ -73,19 +74,9 @@ def _obj(parent: Mapping[str, Any], key: str) -> Mapping[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
-def _time(value: Any) -> dt.datetime | None:
-    if not isinstance(value, str) or not value:
-        return None
-    try:
-        parsed = dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return parsed if parsed.tzinfo else parsed.replace(tzinfo=dt.UTC)
-
-
 def _seconds(start: Any, end: Any) -> float | None:
     """``end - start`` in seconds, or None when either is missing or the order is wrong."""
-    a, b = _time(start), _time(end)
+    a, b = parse_time(start), parse_time(end)
     if a is None or b is None or b < a:
         return None
     return (b - a).total_seconds()

@@ -20,6 +20,7 @@ from gharc.api.legacy import constants as lc
 from gharc.api.legacy.duration import parse_go_duration
 from gharc.kube.client import Reader
 from gharc.kube.errors import NotFound
+from gharc.kube.objects import is_deleting
 from gharc.kube.resources import HORIZONTAL_RUNNER_AUTOSCALERS, RUNNER_DEPLOYMENTS, RUNNER_SETS
 
 DEFAULT_DURATION = dt.timedelta(minutes=10)
@@ -169,7 +170,7 @@ class TargetLookup:
         missing are left out)."""
         out: list[tuple[JSON, TargetSpec]] = []
         for hra in await self._hras():
-            if (hra.get("metadata") or {}).get("deletionTimestamp"):
+            if is_deleting(hra):
                 continue
             if trigger_duration(hra) is None:
                 continue
@@ -189,7 +190,7 @@ class TargetLookup:
                 continue  # an HRA whose target is gone has no keys
             if spec is None or key not in hra_keys(spec):
                 continue
-            if (hra.get("metadata") or {}).get("deletionTimestamp"):
+            if is_deleting(hra):
                 continue
             duration = trigger_duration(hra)
             if duration is None or not labels_match(labels, spec.labels):

@@ -204,13 +204,11 @@ def parse_args(argv: Sequence[str], environ: Mapping[str, str] | None = None) ->
 
 
 def server_url(args: WebhookArgs) -> str:
-    """The GitHub web URL config URLs start from (enterprise URL, else from the API URL)."""
-    if args.github_enterprise_url:
-        return args.github_enterprise_url.rstrip("/")
-    url = (args.github_url or "https://api.github.com/").rstrip("/")
-    if url.endswith("//api.github.com"):
-        return url.replace("//api.github.com", "//github.com")
-    return url[: -len("/api/v3")] if url.endswith("/api/v3") else url
+    """The GitHub web URL config URLs start from (enterprise URL, else from the API URL),
+    normalised as the controller does so both find an HRA's scope on the same host."""
+    from gharc.github.config import server_url as normalised_server_url
+
+    return normalised_server_url(args.github_enterprise_url, args.github_url)
 
 
 def credentials(args: WebhookArgs) -> Any:

@@ -143,13 +143,12 @@ def is_version_allowed(resource_version: str, build_version: str) -> bool:
 
 def _settled(ars: Mapping[str, Any]) -> bool:
     """Not deleting, set up, and its current generation applied (see ``_read``)."""
-    meta = ars.get("metadata") or {}
     status = ars.get("status") or {}
     return (
-        not meta.get("deletionTimestamp")
-        and c.FINALIZER_AUTOSCALING_RUNNER_SET in (meta.get("finalizers") or ())
+        not is_deleting(ars)
+        and has_finalizer(ars, c.FINALIZER_AUTOSCALING_RUNNER_SET)
         and scale_set_id_of(ars) is not None
-        and status.get("observedGeneration") == meta.get("generation")
+        and status.get("observedGeneration") == ars["metadata"].get("generation")
         and status.get("phase") == c.PHASE_RUNNING
     )
 

@@ -34,7 +34,7 @@ from gharc.kube.cache import Cache
 from gharc.kube.client import KubeClient
 from gharc.kube.controller import Controller
 from gharc.kube.informer import compact
-from gharc.kube.objects import is_deleting, meta
+from gharc.kube.objects import is_deleting, meta, parse_time
 from gharc.kube.reconcile import Request, Result
 from gharc.kube.resources import NODES, PODS
 
@@ -71,10 +71,8 @@ def slim_node(obj: dict[str, Any]) -> dict[str, Any]:
 
 
 def _parse(value: Any) -> float | None:
-    try:
-        return dt.datetime.fromisoformat(str(value).replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        return None
+    t = parse_time(value)
+    return None if t is None else t.timestamp()
 
 
 def lost_since(node: Mapping[str, Any] | None) -> float | None:

@@ -22,7 +22,8 @@ from typing import Any
 from gharc.api.scaleset import constants as c
 from gharc.kube.client import KubeClient, Reader
 from gharc.kube.errors import NotFound
-from gharc.kube.finalizers import add_finalizer, has_finalizer, remove_finalizer
+from gharc.kube.finalizers import add_finalizer, remove_finalizer
+from gharc.kube.objects import has_finalizer, is_deleting, meta
 from gharc.kube.resources import AUTOSCALING_RUNNER_SETS, SECRETS
 
 __all__ = ["SecretProtection"]
@@ -60,7 +61,7 @@ class SecretProtection:
             secret = await self.kube.get(SECRETS, name, namespace=ns)
         except NotFound:
             return ars  # validation reports the missing Secret
-        if not (secret["metadata"].get("deletionTimestamp")) and not has_finalizer(
+        if not is_deleting(secret) and not has_finalizer(
             secret, c.FINALIZER_GITHUB_SECRET_PROTECTION
         ):
             await add_finalizer(self.kube, SECRETS, secret, c.FINALIZER_GITHUB_SECRET_PROTECTION)
@@ -90,8 +91,7 @@ class SecretProtection:
             return
         uid = ars["metadata"].get("uid")
         for other in await self.cache.list(AUTOSCALING_RUNNER_SETS, namespace=ns):
-            meta = other.get("metadata") or {}
-            if meta.get("uid") == uid or meta.get("deletionTimestamp"):
+            if meta(other).get("uid") == uid or is_deleting(other):
                 continue
             if _secret_name(other) == name:
                 return  # still needed by another scale set

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from gharc.github.config import InvalidConfigUrl, Scope, parse_config_url
+from gharc.github.config import InvalidConfigUrl, Scope, parse_config_url, server_url
 
 
 @pytest.mark.parametrize(
@@ -132,3 +132,24 @@ def test_credentials_in_url_not_echoed() -> None:
 def test_scope_key() -> None:
     assert parse_config_url("https://github.com/a/b").scope_key == "repo=a/b"
     assert parse_config_url("https://github.com/enterprises/e").scope_key == "enterprise=e"
+
+
+@pytest.mark.parametrize(
+    ("enterprise_url", "api_url", "want"),
+    [
+        ("", "", "https://github.com"),
+        ("", "https://api.github.com/", "https://github.com"),
+        ("", "https://API.github.com", "https://github.com"),
+        ("", "https://ghes.example.com/api/v3/", "https://ghes.example.com"),
+        ("", " http://127.0.0.1:8080 ", "http://127.0.0.1:8080"),
+        (
+            "https://ghes.example.com/",
+            "https://ignored.example.com/api/v3",
+            "https://ghes.example.com",
+        ),
+        (" https://ghes.example.com/api/v3/ ", "", "https://ghes.example.com"),
+    ],
+)
+def test_server_url_one_normalisation(enterprise_url: str, api_url: str, want: str) -> None:
+    """The controller's and the webhook server's GitHub host, from ARC's two settings."""
+    assert server_url(enterprise_url, api_url) == want
