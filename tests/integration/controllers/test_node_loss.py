@@ -1,14 +1,17 @@
-"""G18 node loss on the real API server: the kubelet simulator's node dies (Ready Unknown,
-pods left Running, deletions never finished), and the runners on it come back elsewhere."""
+"""G18 node loss on the real API server: a node goes Ready Unknown with its pods left
+Running (deletions never finished), and the runners and the listener on it come back."""
 
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
 from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
+from _arsworld import running_world
 from _erworld import World, world_fixture
+from kubernetes_asyncio import client
 
 from gharc.controllers.scaleset import nodeloss
 from gharc.kube.cache import Cache
@@ -98,3 +101,54 @@ async def test_runners_of_a_lost_node_are_replaced(world: World, api_client: Any
         await cache.stop()
         for extra in [*kubelet.lost_nodes, kubelet.node_name]:
             await world.kube.delete(NODES, extra, missing_ok=True)
+
+
+async def test_listener_pod_of_a_lost_node_is_recreated(
+    kubeconfig: str, namespace: str, api_client: Any
+) -> None:
+    """A listener pod (``--listener-mode=Pod``) on a node gone NotReady: marked Failed
+    (NodeLost) after the timeout, and the AutoscalingListener controller recreates it."""
+    node = f"node-{namespace}"
+    core = client.CoreV1Api(api_client)
+    await core.create_node(
+        {"metadata": {"name": node}, "spec": {}},
+    )
+    try:
+        await core.patch_node_status(node, _ready(node, "True"))
+        async with running_world(kubeconfig, namespace, node_loss_timeout=TIMEOUT) as w:
+            ars = await w.create_ars("arc")
+            pod = await w.wait_listener_pod(ars)
+            await core.create_namespaced_pod_binding(
+                pod["metadata"]["name"],
+                namespace,
+                {
+                    "metadata": {"name": pod["metadata"]["name"]},
+                    "target": {"apiVersion": "v1", "kind": "Node", "name": node},
+                },
+                _preload_content=False,
+            )
+            await w.run_listener(
+                await w.kube.get(PODS, pod["metadata"]["name"], namespace=namespace)
+            )
+            await core.patch_node_status(node, _ready(node, "Unknown"))
+            new = await w.wait_listener_pod(ars, other_than=pod["metadata"]["uid"], timeout=40)
+            assert not (new.get("spec") or {}).get("nodeName")
+    finally:
+        await core.delete_node(node)
+
+
+def _ready(node: str, status: str) -> JSON:
+    ts = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return {
+        "status": {
+            "conditions": [
+                {
+                    "type": "Ready",
+                    "status": status,
+                    "reason": "KubeletReady" if status == "True" else "NodeStatusUnknown",
+                    "lastHeartbeatTime": ts,
+                    "lastTransitionTime": ts,
+                }
+            ]
+        }
+    }
