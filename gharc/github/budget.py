@@ -148,9 +148,11 @@ class RateBudget:
             and now < self.reset_at
             and self.remaining <= share * self.limit
         ):
+            # NB: no counts in the message: it becomes status, which must not change
+            # from one attempt to the next (see controllers/scaleset/failures.py).
             raise RateLimited(
-                f"{self.name}: {self.remaining} of {self.limit} calls left this hour, kept "
-                f"for higher priority work until the reset",
+                f"{self.name}: the hour's quota is low; {priority.name.lower()} priority "
+                f"calls wait for its reset",
                 until=self.reset_at,
             )
         floor = share * self.policy.points
