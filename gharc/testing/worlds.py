@@ -19,6 +19,7 @@ from gharc.sim.github import FakeGitHubServer
 from gharc.sim.github.state import Job
 from gharc.sim.programs import RunnerProgram
 from gharc.sim.report import Report, job_times
+from gharc.testing.wait import eventually
 from gharc.testing.world import World
 
 log = logging.getLogger("gharc.testing.worlds")
@@ -34,20 +35,15 @@ async def wait_until(
     world: World | None = None,
     interval: float = 0.25,
 ) -> None:
-    """Poll ``check`` until it is true; fail with ``what`` after ``timeout`` seconds."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while True:
-        if world is not None:
-            world.check_controller()
-        result = check()
-        if asyncio.iscoroutine(result):
-            result = await result
-        if result:
-            return
-        if loop.time() > deadline:
-            raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
-        await asyncio.sleep(interval)
+    """Poll ``check`` until it is true; fail with ``what`` after ``timeout`` seconds, or at
+    once when ``world``'s controller has died (waiting on would only hide why)."""
+    await eventually(
+        check,
+        timeout=timeout,
+        interval=interval,
+        message=what,
+        before_each=world.check_controller if world is not None else None,
+    )
 
 
 class WorldFactory:

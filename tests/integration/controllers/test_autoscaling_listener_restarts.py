@@ -6,13 +6,14 @@ pod's status, exactly as a kubelet would after the process exited.
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 from _arsworld import World, running_world, utc
 
 from gharc.api.scaleset import constants as c
+from gharc.kube.objects import is_deleting
 from gharc.kube.resources import PODS
+from gharc.testing.wait import consistently, eventually
 
 
 async def _listener_status(w: World, ars: dict[str, Any]) -> dict[str, Any]:
@@ -39,13 +40,14 @@ async def _crash(w: World, pod: dict[str, Any], code: int = 1) -> None:
 async def _same_pod_for(w: World, ars: dict[str, Any], uid: str, seconds: float) -> None:
     """Assert the pod with ``uid`` stays for ``seconds`` (it must not be deleted early)."""
     name = w.listener_name(ars)
-    loop = asyncio.get_running_loop()
-    end = loop.time() + seconds
-    while loop.time() < end:
+
+    async def same_pod() -> bool:
         pod = await w.get_or_none(PODS, name)
-        assert pod is not None and pod["metadata"]["uid"] == uid, "listener pod replaced early"
-        assert not pod["metadata"].get("deletionTimestamp"), "listener pod deleted early"
-        await asyncio.sleep(0.2)
+        return pod is not None and pod["metadata"]["uid"] == uid and not is_deleting(pod)
+
+    await consistently(
+        same_pod, seconds=seconds, interval=0.2, message="listener pod replaced or deleted early"
+    )
 
 
 async def test_failed_listener_waits_out_its_backoff_and_counts_reset_on_running(
@@ -81,8 +83,6 @@ async def test_failed_listener_waits_out_its_backoff_and_counts_reset_on_running
         async def reset() -> dict[str, Any] | None:
             s = await _listener_status(w, ars)
             return s if s.get("failures") == 0 and s.get("phase") == c.PHASE_RUNNING else None
-
-        from gharc.testing.wait import eventually
 
         await eventually(reset, timeout=10, message="failure count reset")
         await w.wait_ars(lambda a: (a.get("status") or {}).get("phase") == c.PHASE_RUNNING)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 
 import pytest
 from _erworld import World, world_fixture
@@ -11,7 +11,7 @@ from _erworld import World, world_fixture
 from gharc.kube.errors import NotFound
 from gharc.kube.resources import EPHEMERAL_RUNNER_SETS, EPHEMERAL_RUNNERS, PODS
 from gharc.sim.github import Job
-from gharc.testing.wait import eventually
+from gharc.testing.wait import consistently, eventually
 
 pytestmark = pytest.mark.cluster
 
@@ -30,16 +30,6 @@ def runners_created(world: World) -> int:
         for (verb, res, code), n in world.kube.request_counts.items()
         if verb == "create" and res == ER_LABEL and code.startswith("2")
     )
-
-
-async def consistently(
-    probe: Callable[[], Awaitable[bool]], *, seconds: float, message: str
-) -> None:
-    loop = asyncio.get_running_loop()
-    end = loop.time() + seconds
-    while loop.time() < end:
-        assert await probe(), message
-        await asyncio.sleep(0.1)
 
 
 async def test_scale_0_to_20_to_0(world: World) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
@@ -11,6 +12,7 @@ import pytest
 from gharc.kube.client import KubeClient
 from gharc.kube.errors import AlreadyExists
 from gharc.kube.resources import CUSTOM_RESOURCE_DEFINITIONS, Resource
+from gharc.testing import wait
 
 WIDGETS = Resource.custom("test.gharc.dev", "v1", "Widget")
 
@@ -88,16 +90,8 @@ async def widgets(kube: KubeClient) -> Resource:
 Eventually = Callable[..., Awaitable[None]]
 
 
-async def _eventually(predicate: Any, *, timeout: float = 10.0, interval: float = 0.02) -> None:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while not predicate():
-        if loop.time() > deadline:
-            raise AssertionError(f"condition not met within {timeout} s")
-        await asyncio.sleep(interval)
-
-
 @pytest.fixture
 def eventually() -> Eventually:
-    """``await eventually(lambda: cond, timeout=10)``: poll in real time (the server's clock)."""
-    return _eventually
+    """``await eventually(lambda: cond, timeout=10)``: :func:`gharc.testing.wait.eventually`
+    with a short interval, as these tests wait on in-process informers, not on a cluster."""
+    return functools.partial(wait.eventually, interval=0.02)

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -13,6 +14,7 @@ from gharc.github.models import RunnerScaleSetMessage, RunnerScaleSetSession
 from gharc.listener.app import Listener
 from gharc.listener.config import ListenerConfig
 from gharc.listener.kube import RunnerNotFound
+from gharc.testing.wait import eventually
 
 Item = RunnerScaleSetMessage | BaseException | None
 
@@ -171,14 +173,9 @@ class FakePatcher:
         pass
 
 
-async def until(cond: Callable[[], bool], timeout: float = 600.0) -> None:
-    """Wait (in loop time) until ``cond()`` holds; fail the test after ``timeout``."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while not cond():
-        if loop.time() > deadline:
-            raise AssertionError("condition not met in time")
-        await asyncio.sleep(0.05)
+#: Wait (in loop time) until ``cond()`` holds; fail the test after ``timeout``. The shared
+#: helper with a 600 s default: under looptime a long poll's worth of waiting is free.
+until = functools.partial(eventually, timeout=600.0)
 
 
 @asynccontextmanager

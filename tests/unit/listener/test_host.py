@@ -7,6 +7,7 @@ when something happened is about loop time, not the machine's speed.
 from __future__ import annotations
 
 import asyncio
+import functools
 from typing import Any
 
 import pytest
@@ -71,11 +72,8 @@ def revoked() -> Unauthorized:
     return Unauthorized("Bad credentials", status=401)
 
 
-async def _until(predicate: Any, timeout: float = 300.0) -> None:
-    async def probe() -> bool:
-        return bool(predicate())
-
-    await eventually(probe, timeout=timeout, interval=0.5)
+#: The shared helper with backoff-sized defaults (loop time, see the module docstring).
+_until = functools.partial(eventually, timeout=300.0, interval=0.5)
 
 
 async def test_revoked_credentials_back_off_alone_while_the_healthy_listener_scales() -> None:

@@ -8,7 +8,7 @@ import asyncio
 import json
 import socket
 import sys
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -76,13 +76,6 @@ class Env:
             for s in metric.samples
             if s.name == name and s.value
         ]
-
-
-async def until(condition: Callable[[], bool]) -> None:
-    async def probe() -> bool:
-        return condition()
-
-    await eventually(probe, timeout=10)
 
 
 async def start(kube: MemoryKube, **kw: Any) -> tuple[WebhookServer, asyncio.Task[None]]:
@@ -206,7 +199,7 @@ async def test_a_reservation_not_stored_in_time_is_answered_503_and_a_redelivery
 async def test_stopping_stores_and_answers_what_is_in_flight(env: Env) -> None:
     """Issue 19: stopping did not flush the queue, losing acknowledged scale-ups."""
     posts = [asyncio.create_task(env.post(payload(job_id=i), delivery=f"d{i}")) for i in range(5)]
-    await until(lambda: env.server.scaler.backlog == 5)
+    await eventually(lambda: env.server.scaler.backlog == 5)
     await env.server.stop()  # well inside the 30 s window
     assert [await p for p in posts] == [(200, "scaled hra by 1")] * 5
     assert len(env.kube.reservations()) == 5
@@ -318,7 +311,7 @@ async def test_a_slow_large_body_makes_large_bodies_wait_and_small_ones_not(env:
         + f"X-Hub-Signature-256: sha256={'0' * 64}\r\nContent-Length: 3000\r\n\r\n".encode()
         + b"x" * 1500
     )
-    await until(lambda: env.server.handler.body.spilled == 1)  # on disk, holding the slot
+    await eventually(lambda: env.server.handler.body.spilled == 1)  # on disk, holding the slot
     assert await env.post(payload(job_id=1), delivery="small") == (200, "scaled hra by 1")
     big = payload(job_id=2, padding="p" * 2000)  # signed, longer than the spool size
     waiting = asyncio.create_task(env.post(big, delivery="big"))
