@@ -358,6 +358,8 @@ class AutoscalingRunnerSetReconciler:
         except Exception:
             await self._mark_half_applied(ars)
             raise
+        if await self._scale_set_gone(ars, client, listener_status):
+            return Result(requeue=True)
         applied = ers_applied and listener_state != "changed"
         running = applied and listener_state == "running"
         await self._report_listener(ars, listener_status)
@@ -629,6 +631,40 @@ class AutoscalingRunnerSetReconciler:
             ars = await self._patch_meta(ars, {c.ANNOTATION_RUNNER_SCALE_SET_ID: None})
             return await self._ensure_scale_set(ars, client)
         return ars
+
+    async def _scale_set_gone(
+        self, ars: JSON, client: ActionsClient, listener: Mapping[str, Any]
+    ) -> bool:
+        """While the listener fails, is the scale set still there at GitHub?
+
+        Session creation answers 404 RunnerScaleSetNotFound both when the scale set was
+        deleted at GitHub and, during service incidents, when it was not (ARC #3942). The
+        listener cannot tell; one GET by id can. Gone: the id annotation is dropped, so the
+        next reconcile creates the scale set again and moves the runner set and the
+        listener to it; still there: the listener's backoff rides out the incident. Asked
+        once per listener failure (this reconcile follows each of its status changes), so
+        the restart ladder paces it too.
+        """
+        if listener.get("phase") not in (PHASE_FAILED, "BackOff"):
+            return False
+        scale_set_id = scale_set_id_of(ars)
+        if scale_set_id is None:
+            return False
+        try:
+            if await client.get_runner_scale_set_by_id(scale_set_id) is not None:
+                return False
+        except gh_errors.GitHubError as err:
+            log.info("scale set %s check skipped: %s", scale_set_id, err)
+            return False
+        await emit(
+            self.recorder,
+            ars,
+            WARNING,
+            "ScaleSetGone",
+            f"runner scale set {scale_set_id} no longer exists at GitHub; creating it again",
+        )
+        await self._patch_meta(ars, {c.ANNOTATION_RUNNER_SCALE_SET_ID: None})
+        return True
 
     # -- the EphemeralRunnerSet --------------------------------------------------------
     async def _ensure_runner_set(self, ars: JSON) -> tuple[JSON | None, bool]:

@@ -31,6 +31,9 @@ class Fault:
     until: float | None = None
     delay: float = 0.0
     retry_after: int = 60
+    exception: str | None = None
+    """A ``status`` fault's Actions exception type (e.g. ``RunnerScaleSetNotFoundException``,
+    which the service answered session creation with for minutes, ARC #3942)."""
     hits: int = 0
     extra: dict[str, Any] = field(default_factory=dict)
 
@@ -57,6 +60,7 @@ class Fault:
             "until": self.until,
             "delay": self.delay,
             "retryAfter": self.retry_after,
+            "exception": self.exception,
             "hits": self.hits,
         }
 
@@ -77,6 +81,7 @@ class FaultTable:
         until: float | None = None,
         delay: float = 0.0,
         retry_after: int = 60,
+        exception: str | None = None,
     ) -> Fault:
         if kind not in KINDS:
             raise ValueError(f"fault kind must be one of {', '.join(KINDS)}")
@@ -96,6 +101,7 @@ class FaultTable:
             until,
             delay,
             retry_after,
+            exception,
         )
         self._next += 1
         self._faults.append(fault)

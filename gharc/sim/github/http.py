@@ -177,7 +177,11 @@ async def headers_middleware(request: web.Request, handler: Handler) -> web.Stre
         elif f.kind == "status" and injected is None:
             injected = render_error(
                 request,
-                StateError(f.status, "Server Error" if f.status >= 500 else "Fault injected"),
+                StateError(
+                    f.status,
+                    "Server Error" if f.status >= 500 else "Fault injected",
+                    f.exception,
+                ),
             )
         elif f.kind == "secondary_rate_limit" and injected is None:
             injected = rest_error(

@@ -662,6 +662,19 @@ class FakeGitHubState:
                 ss.signal.fire()
             self.changed.fire()
 
+    def drop_sessions(self, scale_set_id: int | None = None) -> int:
+        """The service loses message sessions (of one scale set, or all), as on a service
+        incident (ARC #3942): their polls answer 401 and refreshes 404, and the listeners
+        must create new ones. Returns how many were dropped."""
+        gone = [
+            s
+            for s in list(self.sessions.values())
+            if scale_set_id is None or s.scale_set_id == scale_set_id
+        ]
+        for s in gone:
+            self._drop_session(s)
+        return len(gone)
+
     def active_session(self, ss: ScaleSet) -> Session | None:
         for s in list(self.sessions.values()):
             if s.scale_set_id == ss.id:

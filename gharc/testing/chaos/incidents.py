@@ -8,12 +8,13 @@ and the API server); the test asserts on it.
 
 from __future__ import annotations
 
+import asyncio
 import time
 
 from gharc.api.scaleset import constants as c
 from gharc.sim.github.state import Job, Runner
 from gharc.testing.chaos.cases import SHORT_POLL, SMALL, Sizes
-from gharc.testing.chaos.measure import outcome, wait_for_jobs
+from gharc.testing.chaos.measure import first_acquired_after, outcome, wait_for_jobs
 from gharc.testing.chaos.report import CaseResult
 from gharc.testing.world import GROUP, VERSION, World
 from gharc.testing.worlds import WorldFactory, enqueue_jobs, scale_set_id, wait_until
@@ -163,7 +164,87 @@ async def hung_runner(factory: WorldFactory, namespace: str, sizes: Sizes = SMAL
     return result
 
 
+#: How long session creation answers 404 RunnerScaleSetNotFound in the case below (ARC
+#: #3942 saw minutes; the listener's restart ladder is 5, 10, 20, 40 s over 30 s of it).
+NOT_FOUND_SECONDS = 30.0
+SESSION_CREATE = "*/runnerscalesets/{scale_set_id}/sessions"
+
+
+async def _listener_statuses(world: World, namespace: str) -> list[dict[str, object]]:
+    return [
+        dict(obj.get("status") or {})
+        for obj in await world.custom_objects(namespace, "autoscalinglisteners")
+    ]
+
+
+async def scale_set_not_found(
+    factory: WorldFactory, namespace: str, sizes: Sizes = SMALL
+) -> CaseResult:
+    """ARC #3942: the service drops the message sessions and, for a while, answers their
+    re-creation with 404 ``RunnerScaleSetNotFoundException`` although the scale set exists
+    (its GET by id works). The listeners back off (AutoscalingListener phase BackOff, no
+    crash loop), and once the fault clears they come back and hand out the jobs queued in
+    the meantime. Recovery: from the fault clearing to the first job acquired after it."""
+    ns = namespace
+    world = await factory.create(ns, poll_timeout=SHORT_POLL)
+    gh = world.github
+    sets = [f"nf-{i}" for i in range(sizes.scale_sets)]
+    for name in sets:
+        await world.apply_scale_set(ns, name, max_runners=sizes.max_runners)
+    for name in sets:
+        await world.wait_for_listener(name, timeout=90)
+    jobs: list[Job] = []
+    for i, name in enumerate(sets):
+        jobs += enqueue_jobs(world, [name], sizes.jobs, durations=sizes.durations, seed=1600 + i)
+    await wait_until(
+        lambda: sum(j.status == "completed" for j in jobs) * 3 >= len(jobs),
+        120,
+        "the burst to be under way",
+        world=world,
+    )
+    gh.add_fault(
+        "status",
+        route=SESSION_CREATE,
+        method="POST",
+        status=404,
+        exception="RunnerScaleSetNotFoundException",
+        seconds=NOT_FOUND_SECONDS,
+    )
+    t_fault = time.time()
+    gh.state.drop_sessions()
+    after: list[Job] = []
+    for i, name in enumerate(sets):
+        after += enqueue_jobs(world, [name], sizes.after, durations=sizes.durations, seed=1700 + i)
+    phases: set[str] = set()
+    failures = 0
+    while time.time() < t_fault + NOT_FOUND_SECONDS:
+        world.check_controller()
+        for status in await _listener_statuses(world, ns):
+            phases.add(str(status.get("phase") or ""))
+            failures = max(failures, int(str(status.get("failures") or 0)))
+        await asyncio.sleep(0.5)
+    t_clear = time.time()
+    result = await outcome(
+        world, "scale-set-not-found", jobs + after, namespace=ns, scale_sets=sets
+    )
+    result.recover_seconds = first_acquired_after(after, t_clear)
+    starts = [j.start_time for j in after if j.start_time is not None]
+    result.extra.update(
+        session_404s=gh.calls(SESSION_CREATE, method="POST", status=404),
+        listener_phases=sorted(p for p in phases if p),
+        listener_failures=failures,
+        acquired_during_fault=sum(
+            1
+            for j in after
+            if j.scale_set_assign_time is not None and j.scale_set_assign_time < t_clear
+        ),
+        last_start_after_clear_s=round(max(starts) - t_clear, 1) if starts else None,
+    )
+    return result
+
+
 INCIDENTS = {
+    "scale-set-not-found": scale_set_not_found,
     "used-jit-config": used_jit_config,
     "hung-runner": hung_runner,
 }
