@@ -49,6 +49,8 @@ PRIORITY_ENDPOINTS = frozenset(
         "/_apis/runtime/runnerscalesets/{id}/acquirejobs",
     }
 )
+#: A listener's message poll: held open by the service for up to 50 s.
+LONG_POLL_ENDPOINTS = frozenset({"{messageQueueUrl}"})
 
 
 @dataclass(frozen=True)
@@ -83,42 +85,50 @@ class CircuitBreaker:
     def is_open(self) -> bool:
         return self.opened > 0 and self.clock() < self.reopen_at
 
-    def acquire(self, *, priority: bool = False) -> None:
-        """Admit one call, or raise :class:`CircuitOpen`; pair with :meth:`release`."""
+    def acquire(self, *, priority: bool = False, probe_slot: bool = True) -> None:
+        """Admit one call, or raise :class:`CircuitOpen`; pair with :meth:`release`.
+        Without ``probe_slot`` the call takes no probe slot when half-open (a long poll,
+        which would hold it for most of a minute) and is not counted in flight."""
         if self.opened:
             now = self.clock()
             start = self.reopen_at if priority else self.reopen_at + self.policy.priority_grace
             if now < start:
                 raise CircuitOpen(f"{self.name}: held back after failures", until=start)
-            if self.in_flight >= self.policy.probes:
+            if probe_slot and self.in_flight >= self.policy.probes:
                 raise CircuitOpen(
                     f"{self.name}: recovering, probes in flight",
                     until=now + self.policy.priority_grace,
                 )
-        self.in_flight += 1
+        if probe_slot:
+            self.in_flight += 1
 
-    def admit(self, method: str, endpoint: str) -> None:
+    def admit(self, method: str, endpoint: str) -> bool:
         """Admit one call to ``endpoint``: the circuit, then the rate budget; raises
         :class:`CircuitOpen` or :class:`~gharc.github.errors.RateLimited` (with ``until``)
-        and spends nothing then. Pair with :meth:`release`."""
-        self.acquire(priority=endpoint in PRIORITY_ENDPOINTS)
+        and spends nothing then. Pair with :meth:`release`, passing what this returns:
+        whether the call holds a probe slot (a listener's message long poll does not, or
+        a few idle listeners would keep JIT configs from probing for a minute)."""
+        slot = not (method == "GET" and endpoint in LONG_POLL_ENDPOINTS)
+        self.acquire(priority=endpoint in PRIORITY_ENDPOINTS, probe_slot=slot)
         if self.budget is None:
-            return
+            return slot
         try:
             self.budget.take(priority_of(method, endpoint), cost_of(method, endpoint))
         except BaseException:
-            self.release(None)
+            self.release(None, slot=slot)
             raise
+        return slot
 
     def observe(self, headers: Mapping[str, str], limited_until: float | None) -> None:
         """Learn the credential's rate limit from an answer (see :meth:`RateBudget.observe`)."""
         if self.budget is not None:
             self.budget.observe(headers, limited_until)
 
-    def release(self, outcome: bool | None) -> None:
+    def release(self, outcome: bool | None, *, slot: bool = True) -> None:
         """End one admitted call: True answered, False failed (5xx/unreachable), None
-        nothing learnt (cancelled)."""
-        self.in_flight = max(0, self.in_flight - 1)
+        nothing learnt (cancelled); ``slot`` as :meth:`admit` returned."""
+        if slot:
+            self.in_flight = max(0, self.in_flight - 1)
         if outcome is True:
             if self.opened:
                 log.info("%s answered again: calls resume", self.name)

@@ -305,9 +305,10 @@ class Sender:
                 extensions=extensions,
             )
             breaker = self.breakers.for_url(url, self.identity) if self.breakers else None
+            slot = True
             if breaker is not None:
                 try:
-                    breaker.admit(method, endpoint)
+                    slot = breaker.admit(method, endpoint)
                 except RateLimited as exc:  # the budget: wait it out here, or the caller does
                     wait = max(0.0, (exc.until or 0.0) - self.clock())
                     if not self._may_wait(wait, rate_waits):
@@ -329,7 +330,7 @@ class Sender:
                 failure, outcome = exc, False
             finally:
                 if breaker is not None:
-                    breaker.release(outcome)
+                    breaker.release(outcome, slot=slot)
             if breaker is not None and failure is None:
                 limited = is_rate_limited(response)
                 breaker.observe(
