@@ -11,6 +11,11 @@ import asyncio
 from gharc.sim.github import FakeGitHubServer
 from gharc.sim.kubelet import ContainerContext
 from gharc.sim.programs import RunnerProgram
+from gharc.testing.wait import eventually
+
+#: The fake's runner routes, as counted by ``gh.calls``: waits are on these, not on sleeps.
+CONNECT = "/_runner/connect"
+POLL = "/_runner/jobs/next"
 
 
 def context(encoded: str) -> ContainerContext:
@@ -33,12 +38,13 @@ async def test_runner_whose_registration_was_deleted_idles_and_gets_no_job() -> 
         runner, encoded = st.generate_jit_config(tenant, ss.id, "r-1", "_work")
         ctx = context(encoded)
         task = asyncio.create_task(RunnerProgram(poll_seconds=0.3).run(ctx))
-        await asyncio.sleep(0.3)
+        await eventually(lambda: gh.calls(CONNECT, status=200) == 1, message="connected")
         st.delete_registration_keep_process(runner.id)
         assert runner.id not in st.runners
         job = gh.enqueue_job("octo-org/octo-repo", ["sim-set"], duration=0.1)
         st.acquire_jobs(ss, [job.request_id])
-        await asyncio.sleep(1.5)  # several polls
+        polls = gh.calls(POLL)
+        await eventually(lambda: gh.calls(POLL) >= polls + 3, message="several more polls")
         assert not task.done(), "the process lives on"
         assert st.job(job.request_id).runner_id is None, "and is never given the job"
         # A new registration of the scale set takes it.

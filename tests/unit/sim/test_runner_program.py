@@ -7,6 +7,10 @@ import asyncio
 from gharc.sim.github import FakeGitHubServer
 from gharc.sim.kubelet import ContainerContext
 from gharc.sim.programs import RunnerProgram
+from gharc.testing.wait import eventually
+
+#: The fake's runner routes, as counted by ``gh.calls``: waits are on these, not on sleeps.
+CONNECT = "/_runner/connect"
 
 
 def context(encoded: str) -> ContainerContext:
@@ -47,7 +51,7 @@ async def test_idle_runner_stops_cleanly_when_told_to() -> None:
         _, encoded = await setup_scale_set(gh)
         ctx = context(encoded)
         task = asyncio.create_task(RunnerProgram(poll_seconds=5).run(ctx))
-        await asyncio.sleep(0.3)
+        await eventually(lambda: gh.calls(CONNECT, status=200) == 1, message="connected")
         ctx.stop.set()
         assert await asyncio.wait_for(task, 5) == 0
 
@@ -63,15 +67,14 @@ async def test_a_replacement_pod_with_the_used_jit_config_is_a_zombie() -> None:
     async with FakeGitHubServer(poll_timeout=5.0) as gh:
         ss_id, encoded = await setup_scale_set(gh)
         first = asyncio.create_task(RunnerProgram(poll_seconds=5).run(context(encoded)))
-        await asyncio.sleep(0.3)  # connected and long-polling
+        await eventually(lambda: gh.calls(CONNECT, status=200) == 1, message="connected")
         first.cancel()  # the pod is lost: no disconnect is sent
         await asyncio.gather(first, return_exceptions=True)
         job = gh.enqueue_job("octo-org/octo-repo", ["sim-set"], duration=0.1)
         gh.state.acquire_jobs(gh.state.scale_sets[ss_id], [job.request_id])
         second = asyncio.create_task(RunnerProgram(poll_seconds=5).run(context(encoded)))
-        await asyncio.sleep(2.5)
+        await eventually(lambda: gh.calls(CONNECT, status=409) >= 2, message="refused twice")
         assert not second.done()
-        assert gh.calls("/_runner/connect", method="POST", status=409) >= 2
         assert gh.state.job(job.request_id).status == "assigned"
         assert gh.state.job(job.request_id).runner_id is None
         (rid,) = list(gh.state.runners)
@@ -84,7 +87,7 @@ async def test_a_second_process_is_refused_while_the_first_still_polls() -> None
         _, encoded = await setup_scale_set(gh)
         ctx = context(encoded)
         first = asyncio.create_task(RunnerProgram(poll_seconds=5).run(ctx))
-        await asyncio.sleep(0.3)
+        await eventually(lambda: gh.calls(CONNECT, status=200) == 1, message="first connected")
         code = await RunnerProgram(conflict_retries=1).run(context(encoded))
         assert code == 1  # the session conflict did not clear: exit non-zero
         ctx.stop.set()

@@ -20,6 +20,7 @@ class MemoryKube:
         self.patches = 0
         self.fail = 0  # make the next N patches fail
         self.gate: asyncio.Event | None = None  # patches wait for it when set
+        self.at_gate = 0  # patches waiting for the gate now: what a test waits for
 
     def put(self, resource: Any, obj: dict[str, Any]) -> None:
         m = obj["metadata"]
@@ -43,7 +44,11 @@ class MemoryKube:
         self, resource: Any, target: Any, patch: Any, *, optimistic_lock: bool = False
     ) -> Any:
         if self.gate is not None:
-            await self.gate.wait()
+            self.at_gate += 1
+            try:
+                await self.gate.wait()
+            finally:
+                self.at_gate -= 1
         if self.fail:
             self.fail -= 1
             raise RuntimeError("the API server is unavailable")

@@ -171,7 +171,9 @@ async def test_a_200_means_the_reservation_is_stored(env: Env) -> None:
     """Issue 19: 200 came when the change was queued, up to a window before it was stored."""
     env.kube.gate = asyncio.Event()
     posts = [asyncio.create_task(env.post(payload(job_id=i), delivery=f"d{i}")) for i in range(10)]
-    await asyncio.sleep(1.0)  # past the window: the patch is waiting for the gate
+    # The window has closed and its one patch waits for the gate: nothing is stored yet,
+    # so no delivery may have its answer.
+    await eventually(lambda: env.kube.at_gate == 1, message="the batch's patch at the gate")
     assert not any(p.done() for p in posts)
     env.kube.gate.set()
     answers = await asyncio.gather(*posts)
@@ -187,7 +189,9 @@ async def test_a_reservation_not_stored_in_time_is_answered_503_and_a_redelivery
     env.kube.fail = 1  # the first patch fails; the batch scaler retries after 1 s
     status, _ = await env.post(payload(job_id=4), delivery="x")
     assert status == 503  # GitHub shows a failed delivery
-    await asyncio.sleep(1.5)  # the retry stored it meanwhile
+    await eventually(  # the retry stores it meanwhile
+        lambda: [r["name"] for r in env.kube.reservations()] == ["job-4"], message="retry stored"
+    )
     assert await env.post(payload(job_id=4), delivery="x") == (
         200,
         "hra: already reserved for job 4",
@@ -315,8 +319,9 @@ async def test_a_slow_large_body_makes_large_bodies_wait_and_small_ones_not(env:
     assert await env.post(payload(job_id=1), delivery="small") == (200, "scaled hra by 1")
     big = payload(job_id=2, padding="p" * 2000)  # signed, longer than the spool size
     waiting = asyncio.create_task(env.post(big, delivery="big"))
-    await asyncio.sleep(0.3)
-    assert not waiting.done()  # waits for the disk slot
+    await eventually(lambda: env.server.handler.body.reading == 2, message="big body read")
+    assert not waiting.done()  # waits for the disk slot the slow body holds
+    assert env.server.handler.body.spilled == 1
     assert await _closed_within(slow, 20)  # cut at the read deadline
     assert await waiting == (200, "scaled hra by 1")
     assert env.server.handler.body.buffered == 0
