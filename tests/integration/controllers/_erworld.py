@@ -9,7 +9,6 @@ EphemeralRunnerSet's ``replicas``/``patchID`` and the runners' job fields.
 from __future__ import annotations
 
 import asyncio
-import base64
 import datetime as dt
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -28,6 +27,7 @@ from gharc.github.transport import CONTROLLER_RETRY
 from gharc.kube.cache import Cache
 from gharc.kube.client import KubeClient
 from gharc.kube.controller import Controller
+from gharc.kube.objects import decode_secret_data
 from gharc.kube.resources import EPHEMERAL_RUNNER_SETS, EPHEMERAL_RUNNERS, PODS, SECRETS
 from gharc.sim.github import DEFAULT_REPO, FakeGitHubServer, Job, ScaleSet
 from gharc.testing.setupmanager import SetupManager
@@ -314,7 +314,7 @@ class World:
 
 
 def jit_data(secret: JSON) -> dict[str, str]:
-    return {k: base64.b64decode(v).decode() for k, v in (secret.get("data") or {}).items()}
+    return decode_secret_data(secret)
 
 
 async def make_world(
