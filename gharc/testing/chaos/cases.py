@@ -387,6 +387,9 @@ async def node_loss(factory: WorldFactory, namespace: str, sizes: Sizes = NODE_L
     world = await factory.create(
         ns,
         poll_timeout=SHORT_POLL,
+        # Nodes are cluster-scoped: node loss is off in single-namespace mode.
+        single_namespace=False,
+        kubelet_namespaces=[ns],
         controller_args=[
             f"--node-loss-timeout={NODE_LOSS_TIMEOUT}",
             "--runner-registration-sync-interval=2",
