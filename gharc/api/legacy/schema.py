@@ -26,11 +26,11 @@ import copy
 from collections.abc import Callable
 from typing import Any
 
+from gharc.api import crdbuild
+from gharc.api.crdbuild import object_schema, printer_column, root_schema
 from gharc.api.legacy import constants as c
 from gharc.api.legacy.hra_schema import horizontal_runner_autoscaler_schema
 from gharc.api.podtemplate import Schema, embedded_object_meta, int_or_string, quantity
-
-CRD_API_VERSION = "apiextensions.k8s.io/v1"
 
 
 def _string(pattern: str | None = None) -> Schema:
@@ -70,11 +70,7 @@ def _array(items: Schema) -> Schema:
     return {"type": "array", "items": copy.deepcopy(items)}
 
 
-def _object(properties: dict[str, Schema], required: list[str] | None = None) -> Schema:
-    out: Schema = {"type": "object", "properties": dict(sorted(properties.items()))}
-    if required:
-        out["required"] = sorted(required)
-    return out
+_object = object_schema
 
 
 def _plain_list(schema: Schema) -> Schema:
@@ -213,17 +209,7 @@ def runner_template(pod: _Pod) -> Schema:
     return _object({"metadata": embedded_object_meta(), "spec": runner_spec(pod)})
 
 
-def _root(spec: Schema, status: Schema, required: list[str] | None = None) -> Schema:
-    return _object(
-        {
-            "apiVersion": _string(),
-            "kind": _string(),
-            "metadata": {"type": "object"},
-            "spec": spec,
-            "status": status,
-        },
-        required=required,
-    )
+_root = root_schema
 
 
 # --- per kind ----------------------------------------------------------------------------
@@ -366,7 +352,7 @@ def runner_set_schema(pod: _Pod) -> Schema:
 
 
 def _col(name: str, path: str, kind: str = "number") -> dict[str, str]:
-    return {"jsonPath": path, "name": name, "type": kind}
+    return printer_column(name, path, kind)
 
 
 _AGE = _col("Age", ".metadata.creationTimestamp", "date")
@@ -437,35 +423,10 @@ _KINDS: list[tuple[str, str, Callable[[_Pod], Schema], list[dict[str, str]]]] = 
 
 
 def crd(kind: str, plural: str, schema: Schema, columns: list[dict[str, str]]) -> dict[str, Any]:
-    """One namespaced, single-version CRD with the status subresource (as ARC's)."""
-    names: dict[str, Any] = {
-        "kind": kind,
-        "listKind": f"{kind}List",
-        "plural": plural,
-        "singular": kind.lower(),
-    }
-    if kind in c.SHORT_NAMES:
-        names["shortNames"] = list(c.SHORT_NAMES[kind])
-    return {
-        "apiVersion": CRD_API_VERSION,
-        "kind": "CustomResourceDefinition",
-        "metadata": {"name": f"{plural}.{c.GROUP}"},
-        "spec": {
-            "group": c.GROUP,
-            "names": names,
-            "scope": "Namespaced",
-            "versions": [
-                {
-                    "additionalPrinterColumns": copy.deepcopy(columns),
-                    "name": c.VERSION,
-                    "schema": {"openAPIV3Schema": schema},
-                    "served": True,
-                    "storage": True,
-                    "subresources": {"status": {}},
-                }
-            ],
-        },
-    }
+    """One legacy CRD, with ARC's short names (``kubectl get rd``)."""
+    return crdbuild.crd(
+        c.GROUP, c.VERSION, kind, plural, schema, columns, c.SHORT_NAMES.get(kind, ())
+    )
 
 
 def crds(pod_template: Schema) -> list[dict[str, Any]]:
