@@ -142,6 +142,9 @@ TABLE: dict[str, str] = {
     ".spec.ephemeralRunnerSpec": "Template of each EphemeralRunner.",
     "status.appliedActionableRevision": "The actionableRevision the runners now match.",
     "status.finishedRunnerCleanupPatchID": "The patchID whose finished runners were cleaned up.",
+    "status.failedRunnerReplacements": "Failed runners replaced in a row (the replace backoff "
+    "step).",
+    "status.lastFailedRunnerReplacementTime": "When the last Failed runner was replaced.",
     # EphemeralRunner (spec and the runner template of an EphemeralRunnerSet).
     "runnerScaleSetId": "Id of the scale set in GitHub.",
     "proxySecretRef": "Secret with the proxy environment of the runner, made by the controller.",

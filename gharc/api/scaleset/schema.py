@@ -280,11 +280,15 @@ def ephemeral_runner_set_schema(pod_template: Schema) -> Schema:
     status = _object(
         {
             "appliedActionableRevision": _int(minimum=0, fmt="int64"),
+            # gharc: the Failed-runner replace backoff, kept across restarts, and its condition.
+            "conditions": conditions(),
             "currentReplicas": _int(),
             "deletingEphemeralRunners": _int(),
             "failedEphemeralRunners": _int(),
             "finishedEphemeralRunners": _int(),
+            "failedRunnerReplacements": _int(minimum=0),
             "finishedRunnerCleanupPatchID": _int(),
+            "lastFailedRunnerReplacementTime": {"type": "string", "format": "date-time"},
             "pendingEphemeralRunners": _int(),
             "phase": _string(),
             "runningEphemeralRunners": _int(),

@@ -13,7 +13,9 @@ EphemeralRunners. One step per reconcile, in this order (spec §9 with behaviour
 4. Failed runners (B2, ARC #3729): deleted (the ER's finalizer removes what is left of the
    registration) with a Warning event on the set naming the runner and its reason, so the
    set replaces them; at a bounded rate (``failed_runner_replace_backoff``): while the
-   set backs off, the Failed runners it keeps count as capacity, and an event says so.
+   set backs off, the Failed runners it keeps count as capacity, and an event and the
+   ``FailedRunnerBackoff`` condition say so; the ladder's step is kept in the set's status,
+   so a restart does not reset it (:mod:`failedbackoff`).
    Runners failed for an invalid pod template are kept: a replacement would fail alike.
 5. Finished-runner cleanup (B3): record ``status.finishedRunnerCleanupPatchID`` for the
    current patch (optimistic lock), delete the finished runners, return. The gap the
@@ -40,6 +42,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gharc.api.scaleset import constants as c
+from gharc.controllers.scaleset import conditions as cond
+from gharc.controllers.scaleset import failedbackoff as fb
 from gharc.controllers.scaleset import runnerresources as rr
 from gharc.controllers.scaleset.credentials import ClientResolver, ConfigurationError, GitHubTarget
 from gharc.controllers.scaleset.ephemeralrunner import NEWBORN, ManagerLike, parse_time
@@ -156,21 +160,6 @@ class Buckets:
         return len(self.pending) + len(self.running)
 
 
-@dataclass
-class FailedStreak:
-    """Failed runners one set replaced in a row: the state of its replace backoff.
-
-    Kept in memory: after a restart the ladder starts again at its first step, which at
-    worst lets a few more replacements through once, still bounded.
-    """
-
-    count: int = 0
-    last: float = float("-inf")
-    """Monotonic time of the last replacement."""
-    reported: float = float("nan")
-    """``last`` when the backoff event was emitted, so it is emitted once per step."""
-
-
 # --- the reconciler ----------------------------------------------------------------------
 
 
@@ -195,8 +184,10 @@ class EphemeralRunnerSetReconciler:
         self._uids: dict[Request, str] = {}
         self._status_written: dict[str, float] = {}
         """Set uid -> monotonic time of its last status count write."""
-        self._failed: dict[str, FailedStreak] = {}
-        """Set uid -> its Failed-runner replace backoff."""
+        self._failed: dict[str, fb.Streak] = {}
+        """Set uid -> the Failed-runner replace streak this process last wrote."""
+        self._backoff_reported: dict[str, float] = {}
+        """Set uid -> the streak step whose backoff event was emitted (once per step)."""
         self._markers: dict[str, int | None] = {}
         """Set uid -> the cleanup marker this process last wrote (B3). This reconciler is
         the marker's only writer, so once it wrote one it knows the value without the
@@ -216,6 +207,7 @@ class EphemeralRunnerSetReconciler:
             self._status_written.pop(gone, None)
             self._markers.pop(gone, None)
             self._failed.pop(gone, None)
+            self._backoff_reported.pop(gone, None)
             return None
         uid = str(rr.meta(ers).get("uid"))
         self._uids[request] = uid
@@ -370,30 +362,35 @@ class EphemeralRunnerSetReconciler:
         else would wake us when the backoff ends).
         """
         due = [er for er in b.failed if rr.status_of(er).get("reason") != c.REASON_INVALID_POD]
-        if not due:
-            return None
         uid = str(rr.meta(ers).get("uid"))
-        streak = self._failed.setdefault(uid, FailedStreak())
+        if not due:
+            # A backoff that was reported ends with its last Failed runner: say so, once.
+            held = cond.find(rr.status_of(ers).get("conditions"), fb.FAILED_RUNNER_BACKOFF)
+            if held is not None and held.get("status") == cond.TRUE:
+                streak = fb.read(ers).later(self._failed.get(uid))
+                await self._record_backoff(ers, streak, None)
+            return None
+        # NB: persisted (status) and remembered (this process's last write, which a lagging
+        # cache may not show yet): the later of the two is the streak.
+        streak = fb.read(ers).later(self._failed.get(uid))
         ladder = self.options.failed_runner_replace_backoff or (0.0,)
         for er in due:
-            now = time.monotonic()
+            now = time.time()
             if now - streak.last > FAILED_RUNNER_WINDOW:
-                streak.count = 0
+                streak = fb.Streak(0, streak.last)
             wait = streak.last + float(ladder[min(streak.count, len(ladder) - 1)]) - now
             status = rr.status_of(er)
             name = rr.meta(er).get("name")
             why = f"{status.get('reason') or 'Failed'}: {status.get('message') or 'no message'}"
             if wait > 0:
-                if streak.reported != streak.last:
-                    streak.reported = streak.last
-                    await emit(
-                        self.recorder,
-                        ers,
-                        WARNING,
-                        "FailedRunnerBackoff",
-                        f"{streak.count} failed runner(s) replaced in a row; runner {name} "
-                        f"({why}) is replaced in {wait:.0f}s",
-                    )
+                message = (
+                    f"{streak.count} failed runner(s) replaced in a row; runner {name} "
+                    f"({why}) is replaced in {wait:.0f}s"
+                )
+                if self._backoff_reported.get(uid) != streak.last:
+                    self._backoff_reported[uid] = streak.last
+                    await emit(self.recorder, ers, WARNING, "FailedRunnerBackoff", message)
+                    await self._record_backoff(ers, streak, message)
                 b.held = due[due.index(er) :]
                 return wait
             await emit(
@@ -403,12 +400,26 @@ class EphemeralRunnerSetReconciler:
                 "RunnerFailed",
                 f"runner {name} failed ({why}); deleting it so the set replaces it",
             )
+            # The step is recorded before the delete: a crash in between costs a longer
+            # wait next time, never a shorter one.
+            streak = fb.Streak(streak.count + 1, now)
+            await self._record_backoff(ers, streak, None)
             await self._delete_runner(ers, er)
             b.failed.remove(er)
             b.deleting.append(er)
-            streak.count += 1
-            streak.last = now
         return None
+
+    async def _record_backoff(self, ers: JSON, streak: fb.Streak, held: str | None) -> None:
+        """Write the streak and the FailedRunnerBackoff condition when they changed
+        (``held``: the condition's message while a runner waits)."""
+        self._failed[str(rr.meta(ers).get("uid"))] = streak
+        patch = fb.status_patch(ers, streak, held)
+        if patch is None:
+            return
+        try:
+            await self.kube.patch_status(EPHEMERAL_RUNNER_SETS, ers, patch)
+        except kerr.NotFound:
+            pass
 
     # -- B3: finished runners --------------------------------------------------------------
 

@@ -102,3 +102,51 @@ async def test_failures_in_a_row_are_replaced_with_backoff(world: World) -> None
 
 async def _true(value: bool) -> bool:
     return value
+
+
+async def test_replace_backoff_survives_a_controller_restart(
+    kubeconfig: str, namespace: str
+) -> None:
+    """The ladder's step is kept on the set: after a restart the next Failed runner still
+    waits its 30 s, and the FailedRunnerBackoff condition says so (was: reset in memory)."""
+    world, close = await make_world(
+        kubeconfig, namespace, runner_max_failures=0, failed_runner_replace_backoff=(0.0, 30.0)
+    )
+    try:
+        await world.create_ers(replicas=1, patch_id=1)
+        [first] = await world.wait_runners(1)
+        await _fail(world, first)
+
+        async def replaced_once() -> dict | None:
+            ers = await world.ers()
+            status = ers.get("status") or {}
+            return ers if status.get("failedRunnerReplacements") == 1 else None
+
+        ers = await eventually(replaced_once, timeout=20, message="1 replacement recorded")
+        assert ers["status"]["lastFailedRunnerReplacementTime"]
+        [second] = await eventually(
+            lambda: _live_other_than(world, first["metadata"]["name"]),
+            timeout=20,
+            message="the replacement runner",
+        )
+        await world.stop()
+        await world.start()
+        await _fail(world, second)
+
+        async def held_back() -> dict | None:
+            conditions = ((await world.ers()).get("status") or {}).get("conditions") or []
+            found = next((x for x in conditions if x["type"] == "FailedRunnerBackoff"), None)
+            return found if found and found["status"] == "True" else None
+
+        condition = await eventually(held_back, timeout=20, message="backoff condition")
+        assert second["metadata"]["name"] in condition["message"]
+        assert second["metadata"]["name"] in await _names(world)  # held, not replaced
+        assert not any(second["metadata"]["name"] in m for m in _events(world, "RunnerFailed"))
+    finally:
+        await close()
+
+
+async def _live_other_than(world: World, name: str) -> list[dict] | None:
+    runners = [r for r in await world.runners() if r["metadata"]["name"] != name]
+    ready = [r for r in runners if (r.get("status") or {}).get("runnerId")]
+    return ready or None
