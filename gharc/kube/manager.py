@@ -286,7 +286,7 @@ class Manager:
                 app.router.add_get("/readyz", self._probe(self._readyz))
             runner = web.AppRunner(app, access_log=None)
             await runner.setup()
-            sock = _bind(address)
+            sock = bind(address)
             await web.SockSite(runner, sock).start()
             self._runners.append(runner)
             port = int(sock.getsockname()[1])
@@ -323,7 +323,10 @@ def _needs_leader(runnable: Any) -> bool:
     return bool(getattr(runnable, "need_leader_election", True))
 
 
-def _bind(address: str) -> socket.socket:
+def bind(address: str) -> socket.socket:
+    """A listening socket for ``host:port`` (``:8080`` means all interfaces; port 0 picks a
+    free one), bound before the server starts so a taken port fails the start-up, not later.
+    Shared by the manager's metrics and probe servers and the webhook server."""
     host, _, port = address.rpartition(":")
     host = host.strip("[]") or "0.0.0.0"
     family = socket.AF_INET6 if ":" in host else socket.AF_INET

@@ -17,12 +17,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import socket
 from collections.abc import Sequence
 
 from aiohttp import web
 
 from gharc.kube.client import KubeClient, Reader
+from gharc.kube.manager import bind
 from gharc.webhook.batch import BatchScaler
 from gharc.webhook.body import READ_TIMEOUT, BodyLimits, BodyReader
 from gharc.webhook.clients import OwnerClients
@@ -59,19 +59,6 @@ def github_visibility(clients: OwnerClients) -> VisibleGroups:
         ]
 
     return visible
-
-
-def bind(address: str) -> socket.socket:
-    """A listening socket for ``host:port`` (``:8000`` means all interfaces; port 0 picks)."""
-    host, _, port = address.rpartition(":")
-    host = host.strip("[]") or "0.0.0.0"
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind((host, int(port or 0)))
-    sock.listen(128)
-    sock.setblocking(False)
-    return sock
 
 
 LINGER = 1.0
