@@ -19,15 +19,13 @@ set's namespace, so they measure the controller's creation pipeline and nothing 
 from __future__ import annotations
 
 import asyncio
-import re
 import statistics
 import time
 from collections import Counter
 from typing import Any
 
-import aiohttp
-
 from gharc.kube.resources import EPHEMERAL_RUNNER_SETS, EPHEMERAL_RUNNERS
+from gharc.testing.world import scrape_samples
 
 __all__ = ["burst", "caller_calls", "failed_calls", "idle_latency", "make_runner_set"]
 
@@ -36,46 +34,20 @@ BURST_SET = "bench-burst"
 
 async def caller_calls(url: str) -> dict[str, dict[str, int]]:
     """``gharc_kube_api_requests_by_caller_total`` as {caller: {"verb resource": n}}."""
-    pattern = re.compile(
-        r"^gharc_kube_api_requests_by_caller_total\{(?P<labels>[^}]*)\}\s+(?P<value>[0-9.e+]+)$"
-    )
-    try:
-        timeout = aiohttp.ClientTimeout(total=5)
-        async with aiohttp.ClientSession(timeout=timeout) as http, http.get(url) as resp:
-            text = await resp.text()
-    except (aiohttp.ClientError, TimeoutError):
-        return {}
     out: dict[str, Counter[str]] = {}
-    for line in text.splitlines():
-        m = pattern.match(line)
-        if m:
-            labels = dict(re.findall(r'(\w+)="([^"]*)"', m["labels"]))
-            key = f"{labels.get('verb', '?')} {labels.get('resource', '?')}"
-            out.setdefault(labels.get("caller", "?"), Counter())[key] += int(float(m["value"]))
+    for labels, value in await scrape_samples(url, "gharc_kube_api_requests_by_caller_total"):
+        key = f"{labels.get('verb', '?')} {labels.get('resource', '?')}"
+        out.setdefault(labels.get("caller", "?"), Counter())[key] += value
     return {k: dict(v) for k, v in out.items()}
 
 
 async def failed_calls(url: str) -> dict[str, int]:
     """``gharc_kube_api_requests_total`` answered 4xx/5xx, by "verb resource code"."""
-    pattern = re.compile(
-        r"^gharc_kube_api_requests_total\{(?P<labels>[^}]*)\}\s+(?P<value>[0-9.e+]+)$"
-    )
-    try:
-        timeout = aiohttp.ClientTimeout(total=5)
-        async with aiohttp.ClientSession(timeout=timeout) as http, http.get(url) as resp:
-            text = await resp.text()
-    except (aiohttp.ClientError, TimeoutError):
-        return {}
     out: Counter[str] = Counter()
-    for line in text.splitlines():
-        m = pattern.match(line)
-        if m:
-            labels = dict(re.findall(r'(\w+)="([^"]*)"', m["labels"]))
-            code = labels.get("code", "?")
-            if not code.startswith("2"):
-                out[f"{labels.get('verb')} {labels.get('resource')} {code}"] += int(
-                    float(m["value"])
-                )
+    for labels, value in await scrape_samples(url, "gharc_kube_api_requests_total"):
+        code = labels.get("code", "?")
+        if not code.startswith("2"):
+            out[f"{labels.get('verb')} {labels.get('resource')} {code}"] += value
     return dict(out)
 
 

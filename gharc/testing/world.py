@@ -99,24 +99,32 @@ def phase_counts(runners: Any) -> Counter[str]:
     return phases
 
 
-async def scrape_kube_calls(url: str) -> dict[str, int]:
-    """``gharc_kube_api_requests_total`` from a metrics endpoint, by "verb resource"."""
-    pattern = re.compile(
-        r"^gharc_kube_api_requests_total\{(?P<labels>[^}]*)\}\s+(?P<value>[0-9.e+]+)$"
-    )
-    out: Counter[str] = Counter()
+async def scrape_samples(url: str, metric: str) -> list[tuple[dict[str, str], int]]:
+    """The labelled samples of ``metric`` on a Prometheus text endpoint, as (labels, value).
+
+    The demo, the e2e tests and the benchmarks read the controller's own counters this way,
+    from outside, as a user's Prometheus would. An unreachable endpoint reads as no samples:
+    a report must not fail because the process it describes has gone.
+    """
+    pattern = re.compile(rf"^{re.escape(metric)}\{{(?P<labels>[^}}]*)\}}\s+(?P<value>[0-9.e+]+)$")
     try:
         timeout = aiohttp.ClientTimeout(total=5)
         async with aiohttp.ClientSession(timeout=timeout) as http, http.get(url) as resp:
             text = await resp.text()
     except (aiohttp.ClientError, TimeoutError):
-        return {}
-    for line in text.splitlines():
-        m = pattern.match(line)
-        if m:
-            labels = dict(re.findall(r'(\w+)="([^"]*)"', m["labels"]))
-            key = f"{labels.get('verb', '?')} {labels.get('resource', '?')}"
-            out[key] += int(float(m["value"]))
+        return []
+    return [
+        (dict(re.findall(r'(\w+)="([^"]*)"', m["labels"])), int(float(m["value"])))
+        for m in map(pattern.match, text.splitlines())
+        if m
+    ]
+
+
+async def scrape_kube_calls(url: str) -> dict[str, int]:
+    """``gharc_kube_api_requests_total`` from a metrics endpoint, by "verb resource"."""
+    out: Counter[str] = Counter()
+    for labels, value in await scrape_samples(url, "gharc_kube_api_requests_total"):
+        out[f"{labels.get('verb', '?')} {labels.get('resource', '?')}"] += value
     return dict(out)
 
 
