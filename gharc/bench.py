@@ -29,12 +29,12 @@ import os
 import statistics
 import sys
 import time
-from collections import Counter, defaultdict
+from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gharc.sim.report import Report, job_times, percentile
+from gharc.sim.report import Report, github_calls, job_times, percentile
 from gharc.sim.workload import Workload
 
 log = logging.getLogger("gharc.bench")
@@ -379,12 +379,7 @@ class Bench:
     def _collect(self, world: Any) -> None:
         gh = world.github
         self.report.jobs = job_times(gh.state.jobs)
-        calls: Counter[str] = Counter()
-        for (method, route, _status), n in gh.call_table().items():
-            if route.startswith(("/_fake", "/_runner")):
-                continue
-            calls[f"{method} {route}"] += n
-        self.report.github_calls = dict(calls)
+        self.report.github_calls = github_calls(gh.call_table())
         self.report.runners_created = world.runners_created()
         self.extra["latency_breakdown_s"] = self._breakdown(gh.state.jobs)
 

@@ -20,14 +20,13 @@ import contextlib
 import logging
 import sys
 import time
-from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from gharc.api import crds
 from gharc.sim.github import FakeGitHubServer
-from gharc.sim.report import JobTimes, Report, Sample
+from gharc.sim.report import Report, Sample, github_calls, job_times
 from gharc.sim.workload import Workload
 from gharc.testing.controlplane import ControlPlane
 from gharc.testing.world import CONTROLLER_NAMESPACE, World
@@ -221,20 +220,8 @@ class Demo:
 
     def _collect(self, world: World) -> None:
         gh = world.github
-        base = gh.state.jobs
-        first = min((j.queue_time for j in base.values()), default=0.0)
-        for rid, job in base.items():
-            self.report.jobs[str(rid)] = JobTimes(
-                queued_at=job.queue_time - first,
-                started_at=(job.start_time - first) if job.start_time else None,
-                completed_at=(job.finish_time - first) if job.finish_time else None,
-            )
-        calls: Counter[str] = Counter()
-        for (method, route, _status), n in gh.call_table().items():
-            if route.startswith(("/_fake", "/_runner")):
-                continue
-            calls[f"{method} {route}"] += n
-        self.report.github_calls = dict(calls)
+        self.report.jobs.update(job_times(gh.state.jobs))
+        self.report.github_calls = github_calls(gh.call_table())
         self.report.runners_created = world.runners_created()
 
 

@@ -192,6 +192,17 @@ class Report:
         return paths
 
 
+def github_calls(call_table: Mapping[tuple[str, str, int], int]) -> dict[str, int]:
+    """The fake GitHub's call table as {"METHOD route": n}, without its control (``/_fake``)
+    and simulated-runner (``/_runner``) routes: what the system under test spent of a real
+    GitHub's API, which the demo and the benchmark report the same way."""
+    calls: dict[str, int] = {}
+    for (method, route, _status), n in call_table.items():
+        if not route.startswith(("/_fake", "/_runner")):
+            calls[f"{method} {route}"] = calls.get(f"{method} {route}", 0) + n
+    return calls
+
+
 def job_times(jobs: Mapping[int, object]) -> dict[str, JobTimes]:
     """The fake GitHub's jobs (request id -> ``Job``) as :class:`JobTimes` relative to the
     first queue time, so a report (demo, bench, e2e test) is computed one way everywhere."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from gharc.sim.report import JobTimes, Report, Sample, percentile
+from gharc.sim.report import JobTimes, Report, Sample, github_calls, percentile
 
 
 def test_percentile_uses_nearest_rank() -> None:
@@ -47,3 +47,13 @@ def test_write_produces_a_png_and_a_self_contained_page(tmp_path: Path) -> None:
     assert paths["png"].read_bytes().startswith(b"\x89PNG")
     page = paths["html"].read_text()
     assert "data:image/png;base64," in page and "<script" not in page
+
+
+def test_github_calls_leave_out_the_fakes_own_routes() -> None:
+    table = {
+        ("POST", "/api/v3/orgs/{org}/actions/runners/registration-token", 201): 2,
+        ("POST", "/api/v3/orgs/{org}/actions/runners/registration-token", 503): 1,
+        ("GET", "/_fake/state", 200): 7,
+        ("GET", "/_runner/jobs/next", 200): 9,
+    }
+    assert github_calls(table) == {"POST /api/v3/orgs/{org}/actions/runners/registration-token": 3}
