@@ -27,11 +27,10 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+from gharc.api import crdbuild
+from gharc.api.crdbuild import object_schema, printer_column, root_schema
 from gharc.api.podtemplate import Schema, embedded_object_meta, string_map
 from gharc.api.scaleset import constants as c
-
-CRD_API_VERSION = "apiextensions.k8s.io/v1"
-
 
 # --- shared sub-types --------------------------------------------------------------------
 
@@ -53,11 +52,7 @@ def _strings() -> Schema:
     return {"type": "array", "items": _string()}
 
 
-def _object(properties: dict[str, Schema], required: list[str] | None = None) -> Schema:
-    out: Schema = {"type": "object", "properties": dict(sorted(properties.items()))}
-    if required:
-        out["required"] = sorted(required)
-    return out
+_object = object_schema
 
 
 def resource_meta() -> Schema:
@@ -182,18 +177,7 @@ def conditions() -> Schema:
     }
 
 
-def _root(spec: Schema, status: Schema, required: list[str] | None = None) -> Schema:
-    out = _object(
-        {
-            "apiVersion": _string(),
-            "kind": _string(),
-            "metadata": {"type": "object"},
-            "spec": spec,
-            "status": status,
-        },
-        required=required,
-    )
-    return out
+_root = root_schema
 
 
 # --- per kind ----------------------------------------------------------------------------
@@ -371,7 +355,7 @@ def autoscaling_listener_schema(pod_template: Schema) -> Schema:
 
 
 def _col(name: str, path: str, kind: str = "integer") -> dict[str, str]:
-    return {"jsonPath": path, "name": name, "type": kind}
+    return printer_column(name, path, kind)
 
 
 _KINDS: list[tuple[str, str, Any, list[dict[str, str]]]] = [
@@ -437,32 +421,8 @@ _KINDS: list[tuple[str, str, Any, list[dict[str, str]]]] = [
 
 
 def crd(kind: str, plural: str, schema: Schema, columns: list[dict[str, str]]) -> dict[str, Any]:
-    """One namespaced, single-version CRD with the status subresource (as ARC's)."""
-    return {
-        "apiVersion": CRD_API_VERSION,
-        "kind": "CustomResourceDefinition",
-        "metadata": {"name": f"{plural}.{c.GROUP}"},
-        "spec": {
-            "group": c.GROUP,
-            "names": {
-                "kind": kind,
-                "listKind": f"{kind}List",
-                "plural": plural,
-                "singular": kind.lower(),
-            },
-            "scope": "Namespaced",
-            "versions": [
-                {
-                    "additionalPrinterColumns": copy.deepcopy(columns),
-                    "name": c.VERSION,
-                    "schema": {"openAPIV3Schema": schema},
-                    "served": True,
-                    "storage": True,
-                    "subresources": {"status": {}},
-                }
-            ],
-        },
-    }
+    """One scale set CRD (no short names, as ARC's)."""
+    return crdbuild.crd(c.GROUP, c.VERSION, kind, plural, schema, columns)
 
 
 def crds(pod_template: Schema) -> list[dict[str, Any]]:
