@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from _chaos import RunCase
 
-from gharc.testing.chaos.incidents import scale_set_not_found
+from gharc.testing.chaos.incidents import scale_set_not_found, scale_set_not_found_pods
 
 pytestmark = [pytest.mark.chaos, pytest.mark.cluster]
 
@@ -25,3 +25,13 @@ async def test_scale_set_not_found_is_ridden_out(run_case: RunCase) -> None:
     assert extra["last_start_after_clear_s"] is not None
     assert extra["last_start_after_clear_s"] < 120, extra
     assert result.recover_seconds is not None and result.recover_seconds < 120, extra
+
+
+async def test_scale_set_not_found_with_listener_pods(run_case: RunCase) -> None:
+    result = await run_case(scale_set_not_found_pods, "chaos-scale-set-not-found-pods")
+    extra = result.extra
+    assert extra["session_404s"] > 0, extra
+    assert "BackOff" in extra["listener_phases"], extra
+    assert extra["acquired_during_fault"] == 0, extra
+    assert extra["last_start_after_clear_s"] is not None
+    assert extra["last_start_after_clear_s"] < 120, extra

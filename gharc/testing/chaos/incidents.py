@@ -178,15 +178,18 @@ async def _listener_statuses(world: World, namespace: str) -> list[dict[str, obj
 
 
 async def scale_set_not_found(
-    factory: WorldFactory, namespace: str, sizes: Sizes = SMALL
+    factory: WorldFactory, namespace: str, sizes: Sizes = SMALL, *, pods: bool = False
 ) -> CaseResult:
     """ARC #3942: the service drops the message sessions and, for a while, answers their
     re-creation with 404 ``RunnerScaleSetNotFoundException`` although the scale set exists
     (its GET by id works). The listeners back off (AutoscalingListener phase BackOff, no
     crash loop), and once the fault clears they come back and hand out the jobs queued in
-    the meantime. Recovery: from the fault clearing to the first job acquired after it."""
+    the meantime. Recovery: from the fault clearing to the first job acquired after it.
+    ``pods``: listener pods (``--listener-mode=Pod``, paced by behaviours B1) instead of
+    in-process listeners."""
     ns = namespace
-    world = await factory.create(ns, poll_timeout=SHORT_POLL)
+    args = ["--listener-mode=Pod"] if pods else []
+    world = await factory.create(ns, poll_timeout=SHORT_POLL, controller_args=args)
     gh = world.github
     sets = [f"nf-{i}" for i in range(sizes.scale_sets)]
     for name in sets:
@@ -224,9 +227,8 @@ async def scale_set_not_found(
             failures = max(failures, int(str(status.get("failures") or 0)))
         await asyncio.sleep(0.5)
     t_clear = time.time()
-    result = await outcome(
-        world, "scale-set-not-found", jobs + after, namespace=ns, scale_sets=sets
-    )
+    case = "scale-set-not-found-pods" if pods else "scale-set-not-found"
+    result = await outcome(world, case, jobs + after, namespace=ns, scale_sets=sets)
     result.recover_seconds = first_acquired_after(after, t_clear)
     starts = [j.start_time for j in after if j.start_time is not None]
     result.extra.update(
@@ -243,7 +245,15 @@ async def scale_set_not_found(
     return result
 
 
+async def scale_set_not_found_pods(
+    factory: WorldFactory, namespace: str, sizes: Sizes = SMALL
+) -> CaseResult:
+    """:func:`scale_set_not_found` with listener pods."""
+    return await scale_set_not_found(factory, namespace, sizes, pods=True)
+
+
 INCIDENTS = {
+    "scale-set-not-found-pods": scale_set_not_found_pods,
     "scale-set-not-found": scale_set_not_found,
     "used-jit-config": used_jit_config,
     "hung-runner": hung_runner,
