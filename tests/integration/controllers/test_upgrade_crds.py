@@ -154,6 +154,14 @@ async def test_upgrade_keeps_scale_sets_and_moves_listener_image(
                 await install_crd(kube, current_crd())
                 async with controller(kubeconfig, namespace, gh, kube, "gharc:0.2") as new:
                     ars = await new.ars()  # reads as before
+
+                    async def new_image() -> JSON | None:
+                        p = await new.wait_listener_pod(ars)
+                        image = p["spec"]["containers"][0]["image"]
+                        return p if image == "gharc:0.2" else None
+
+                    # The image alone moves the listener (no spec change yet).
+                    await eventually(new_image, timeout=30, message="listener on gharc:0.2")
                     await kube.patch(
                         AUTOSCALING_RUNNER_SETS,
                         ars,
@@ -161,13 +169,6 @@ async def test_upgrade_keeps_scale_sets_and_moves_listener_image(
                     )
                     updated = await new.ars()
                     assert updated["spec"]["burst"] == {"runners": 2}  # the new field is kept
-
-                    async def new_image() -> JSON | None:
-                        p = await new.wait_listener_pod(updated)
-                        image = p["spec"]["containers"][0]["image"]
-                        return p if image == "gharc:0.2" else None
-
-                    await eventually(new_image, timeout=30, message="listener on gharc:0.2")
                     ars, ers_after, _ = await _settled(new)
                     annotations = ars["metadata"]["annotations"]
                     assert annotations[c.ANNOTATION_RUNNER_SCALE_SET_ID] == scale_set_id
