@@ -8,9 +8,11 @@ spending: every caller retries on its own. The budget spends points before sendi
 
 * **priorities**: starting runners comes first. JIT configs, registration tokens, job
   acquisition and the listener's message poll (:data:`Priority.HIGH`) may use the whole
-  budget; ordinary reads and writes (NORMAL) stop when a fifth of it is left; cleanup and
-  listings (LOW: runner lists, runner removal) stop at half. Under pressure the work that
-  can wait, waits, and a burst of new jobs still gets its runners.
+  budget; ordinary reads and writes (NORMAL) stop when a fifth of the points is left,
+  cleanup and listings (LOW: runner lists, runner removal) at half. Points refill within a
+  minute; the hour's quota does not, so its reserves are smaller (NORMAL stops at 5 %, LOW
+  at 10 %): cleanup held for an hour would keep finished runners around. Under pressure
+  the work that can wait, waits, and a burst of new jobs still gets its runners.
 * **waiting, not retrying**: a call the budget refuses raises
   :class:`~gharc.github.errors.RateLimited` with ``until``, the time it may go. The
   controllers requeue for then (ScaleSetReady=False, reason GitHubRateLimited); the
@@ -89,12 +91,13 @@ def cost_of(method: str, endpoint: str = "") -> int:
 @dataclass(frozen=True)
 class BudgetPolicy:
     """``points`` per ``per`` seconds is GitHub's documented secondary limit for REST;
-    ``reserve`` is the share of the budget (points, and primary quota) each priority
-    leaves to the ones above it."""
+    ``reserve`` is the share of the points, ``quota_reserve`` the share of the hour's
+    quota, each priority leaves to the ones above it."""
 
     points: float = 900.0
     per: float = 60.0
     reserve: tuple[float, float, float] = (0.0, 0.2, 0.5)
+    quota_reserve: tuple[float, float, float] = (0.0, 0.05, 0.1)
 
     @property
     def rate(self) -> float:
@@ -141,12 +144,11 @@ class RateBudget:
         self._refill(now)
         if now < self.blocked_until:
             raise RateLimited(f"{self.name}: rate limit exhausted", until=self.blocked_until)
-        share = self.policy.reserve[priority]
         if (
             self.remaining is not None
             and self.limit
             and now < self.reset_at
-            and self.remaining <= share * self.limit
+            and self.remaining <= self.policy.quota_reserve[priority] * self.limit
         ):
             # NB: no counts in the message: it becomes status, which must not change
             # from one attempt to the next (see controllers/scaleset/failures.py).
@@ -155,7 +157,7 @@ class RateBudget:
                 f"calls wait for its reset",
                 until=self.reset_at,
             )
-        floor = share * self.policy.points
+        floor = self.policy.reserve[priority] * self.policy.points
         if self.level - cost < floor:
             wait = (floor + cost - self.level) / self.policy.rate
             raise RateLimited(

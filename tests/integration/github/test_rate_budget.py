@@ -40,11 +40,11 @@ async def test_low_quota_keeps_listings_back_and_registration_going(
     gh: FakeGitHubServer, rest: RestClient
 ) -> None:
     bucket = gh.state.pats[gh.token].bucket
-    bucket.used = bucket.limit - bucket.limit // 3  # a third of the hour's quota left
+    bucket.used = bucket.limit - bucket.limit // 12  # 8 % of the hour's quota left
     bucket.reset_at = time.time() + 600
     await rest.create_registration_token(force=True)  # learns Remaining from the answer
     with pytest.raises(RateLimited) as err:
-        await rest.list_runners()  # LOW: keeps half the quota for the others
+        await rest.list_runners()  # LOW: leaves the last 10 % of the quota to the others
     assert err.value.until == pytest.approx(bucket.reset_at, abs=1)
     assert gh.calls(LIST, method="GET") == 0  # never sent
     await rest.create_registration_token(force=True)  # HIGH: still goes

@@ -104,15 +104,15 @@ async def test_exhausted_quota_holds_every_call_of_the_credential() -> None:
 
 @pytest.mark.looptime
 async def test_primary_quota_low_keeps_cleanup_back_until_the_reset() -> None:
-    """GitHub says 30 of 100 calls are left this hour: a LOW call (runner list) waits for
-    the reset, a HIGH one (JIT config) goes."""
+    """GitHub says 8 of 100 calls are left this hour: a LOW call (runner list) waits for
+    the reset (it leaves the last 10 %), a HIGH one (JIT config) goes."""
     loop = asyncio.get_running_loop()
     registry = BreakerRegistry(clock=loop.time)
     sent: list[str] = []
     reset = loop.time() + 600
     headers = {
         "X-RateLimit-Limit": "100",
-        "X-RateLimit-Remaining": "30",
+        "X-RateLimit-Remaining": "8",
         "X-RateLimit-Reset": str(reset),
     }
     sender = _sender(registry, CONTROLLER_RETRY, [httpx.Response(200, headers=headers)], sent)
