@@ -7,7 +7,11 @@ EphemeralRunnerSet first shows ``spec.replicas >= k``. That path is: the fake wa
 poll (JobAvailable) -> acquire -> delete -> the next poll returns JobAssigned with the new
 statistics -> merge patch -> watch event. Prints p50/p90/p99/max over ``--jobs`` (500).
 
-    .venv/bin/python bench/listener_latency.py [--jobs 500]
+    .venv/bin/python bench/listener_latency.py [--jobs 500] [--pythonpath DIR]
+
+It also prints the listener process's CPU seconds per 1,000 jobs: one job per message is the
+costliest case per job (a burst shares one poll, acquire and patch among many jobs).
+``--pythonpath`` runs the listener from another checkout (``git worktree add``) to compare.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ from kubernetes_asyncio import client, watch
 
 from gharc.api import crds
 from gharc.api.scaleset.constants import GROUP, PLURAL_EPHEMERAL_RUNNER_SETS, VERSION
+from gharc.bench import proc_cpu_seconds
 from gharc.kube.config import new_api_client
 from gharc.sim.github import DEFAULT_REPO, FakeGitHubServer
 from gharc.testing.controlplane import install_crds_sync, running_control_plane
@@ -72,7 +77,7 @@ async def wait_for(
     raise TimeoutError(f"replicas never reached {replicas}")
 
 
-async def bench(kubeconfig: str, jobs: int) -> None:
+async def bench(pythonpath: str | None, kubeconfig: str, jobs: int) -> None:
     api = await new_api_client(kubeconfig=kubeconfig)
     core: Any = client.CoreV1Api(api)
     custom = client.CustomObjectsApi(api)
@@ -102,7 +107,9 @@ async def bench(kubeconfig: str, jobs: int) -> None:
                     "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
                     "LISTENER_CONFIG_PATH": str(path),
                     "KUBECONFIG": kubeconfig,
+                    **({"PYTHONPATH": pythonpath} if pythonpath else {}),
                 },
+                cwd=pythonpath,
             )
             seen: list[tuple[float, int]] = []
             ready = asyncio.Event()
@@ -115,6 +122,7 @@ async def bench(kubeconfig: str, jobs: int) -> None:
                         raise TimeoutError("listener did not start")
                     await asyncio.sleep(0.05)
                 await asyncio.sleep(0.5)  # let the initial patch and first poll settle
+                cpu0 = proc_cpu_seconds(proc.pid)
                 latencies: list[float] = []
                 started = time.monotonic()
                 for k in range(1, jobs + 1):
@@ -124,6 +132,7 @@ async def bench(kubeconfig: str, jobs: int) -> None:
                     t1 = await wait_for(seen, k, mark, timeout=30)
                     latencies.append(max(0.0, t1 - t0))
                 total = time.monotonic() - started
+                cpu = proc_cpu_seconds(proc.pid) - cpu0
             finally:
                 watcher.cancel()
                 proc.terminate()
@@ -136,15 +145,17 @@ async def bench(kubeconfig: str, jobs: int) -> None:
         f"p99 {percentile(ms, 99):.1f} ms  max {max(ms):.1f} ms  mean {statistics.mean(ms):.1f} ms"
     )
     print(f"  {jobs} jobs in {total:.1f} s; listener exit code {proc.returncode}")
+    print(f"  listener CPU {cpu:.2f} s = {cpu / jobs * 1000:.1f} s per 1,000 jobs")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--jobs", type=int, default=500)
+    parser.add_argument("--pythonpath", default=None, help="run the listener from this checkout")
     args = parser.parse_args()
     with running_control_plane() as cp:
         install_crds_sync(cp.kubeconfig_path, crds.load("all"))
-        asyncio.run(bench(cp.kubeconfig_path, args.jobs))
+        asyncio.run(bench(args.pythonpath, cp.kubeconfig_path, args.jobs))
 
 
 if __name__ == "__main__":

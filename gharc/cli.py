@@ -7,6 +7,13 @@ controller's imports and a broken optional module cannot take the whole CLI down
 from __future__ import annotations
 
 import os
+import sys
+
+# httpx's package imports its own command-line client (click, rich, pygments: about 4 MiB
+# of RSS) whenever those are installed; no gharc process runs it. A ``None`` entry makes
+# that import fail, and httpx then skips its CLI (gharc.listener.__main__ does the same).
+if "httpx" not in sys.modules:
+    sys.modules.setdefault("httpx._main", None)  # type: ignore[arg-type]
 
 import typer
 

@@ -18,6 +18,7 @@ recorded in a transport *below* the HTTP cache, so only calls that reach GitHub 
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import logging
 import os
@@ -166,10 +167,15 @@ def error_from_response(response: httpx.Response, now: float | None = None) -> G
     return class_for(response.status_code, name)(message, exception_name=name, **common)
 
 
-def ssl_context(ca_bundle: str | None) -> ssl.SSLContext | bool:
-    """System trust, plus ``ca_bundle`` (a file path or PEM text) for GHES private CAs."""
+@functools.lru_cache(maxsize=16)
+def ssl_context(ca_bundle: str | None) -> ssl.SSLContext:
+    """System trust, plus ``ca_bundle`` (a file path or PEM text) for GHES private CAs;
+    without one, httpx's default (certifi).
+
+    One context per bundle for the whole process, shared by every client: each context
+    parses its CA store again (about 1-3 MiB apiece), and a context is safe to share."""
     if not ca_bundle:
-        return True
+        return httpx.create_ssl_context()
     ctx = ssl.create_default_context()
     if "-----BEGIN" in ca_bundle:
         ctx.load_verify_locations(cadata=ca_bundle)

@@ -316,6 +316,7 @@ async def test_proxy_env_and_no_proxy(
 def test_ca_bundle_pem_and_path(tmp_path: object) -> None:
     import datetime
     import pathlib
+    import ssl
 
     from cryptography import x509
     from cryptography.hazmat.primitives import hashes, serialization
@@ -345,6 +346,8 @@ def test_ca_bundle_pem_and_path(tmp_path: object) -> None:
     path = pathlib.Path(str(tmp_path)) / "ca.pem"
     path.write_text(pem)
     assert not isinstance(ssl_context(str(path)), bool)
-    assert ssl_context(None) is True
+    default = ssl_context(None)
+    assert isinstance(default, ssl.SSLContext) and default.verify_mode == ssl.CERT_REQUIRED
+    assert ssl_context(None) is default  # one per process: each costs 1-3 MiB of CA store
     with pytest.raises(ValueError):
         ssl_context("/no/such/file.pem")
