@@ -230,6 +230,20 @@ def pod_was_running(er: Mapping[str, Any]) -> bool:
     return status.get("phase") == c.PHASE_RUNNING or bool(status.get("ready"))
 
 
+def runner_started(er: Mapping[str, Any], pod: Mapping[str, Any]) -> bool:
+    """The failed pod's runner container ran (or the runner was seen Running), so it may
+    have redeemed the JIT config. A pod that failed before (image pull, init container,
+    admission) leaves the config unused, and the next pod may keep it: no registration is
+    spent on a pod that never started a runner."""
+    if pod_was_running(er):
+        return True
+    cs = _runner_status(pod)
+    if cs is None:
+        return False
+    state = cs.get("state") or {}
+    return "running" in state or bool((state.get("terminated") or {}).get("startedAt"))
+
+
 # --- the reconciler ----------------------------------------------------------------------
 
 
@@ -801,6 +815,7 @@ class EphemeralRunnerReconciler:
                 er, f"pod {pod_name} failed while running job", verdict.message
             )
 
+        started = runner_started(er, pod)  # read before the patch below moves the phase
         failures = dict(rr.status_of(er).get("failures") or {})
         uid = str(rr.meta(pod).get("uid") or pod_name)
         new = uid not in failures
@@ -831,7 +846,8 @@ class EphemeralRunnerReconciler:
         # pod gets a fresh registration (the missing secret makes ``_ensure_jit_secret``
         # remove this one and register again). Secret first, pod last: a crash in between
         # finds the failed pod again and repeats both deletes.
-        await self._spend_jit_config(er)
+        if started:
+            await self._spend_jit_config(er)
         await self.kube.delete(PODS, pod, uid=rr.meta(pod).get("uid"), missing_ok=True)
         wait = self._backoff(len(failures))
         if new:

@@ -232,3 +232,38 @@ async def test_exit_code_7_marks_runner_and_set_outdated(world: World) -> None:
 
 async def _no_runners(world: World) -> bool:
     return await world.runners(include_deleting=True) == []
+
+
+async def test_pod_that_never_started_its_runner_keeps_the_registration(world: World) -> None:
+    """An init container failed: the runner never ran, its JIT config is unused, so the
+    next pod reuses it instead of spending a registration."""
+    await world.create_ers(replicas=1)
+    [er] = await world.wait_runners(1)
+    name, rid = er["metadata"]["name"], er["status"]["runnerId"]
+    first = await _pod_uid(world, name)
+    await world.pod_status(
+        name,
+        {
+            "phase": "Pending",
+            "initContainerStatuses": [
+                {
+                    "name": "init",
+                    "ready": False,
+                    "restartCount": 0,
+                    "image": "init:1",
+                    "imageID": "",
+                    "state": {"terminated": {"exitCode": 1, "reason": "Error"}},
+                }
+            ],
+        },
+    )
+
+    async def new_pod() -> str | None:
+        uid = await _pod_uid(world, name)
+        return uid if uid and uid != first else None
+
+    await eventually(new_pod, timeout=20, message="a new runner pod")
+    runner = await world.runner(name)
+    assert runner["status"]["runnerId"] == rid
+    assert list(runner["status"]["failures"]) == [first]
+    assert world.registered() == {rid}
