@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from gharc.kube.objects import status_of
 from gharc.sim.report import Report, github_calls, job_times, percentile
 from gharc.sim.workload import Workload
 
@@ -150,7 +151,7 @@ async def _watch(api: Any, timeline: Timeline, kind: str, stop: asyncio.Event) -
                         timeline.er_created.setdefault(key, now)
                     else:
                         timeline.pod_created.setdefault(key, now)
-                        if (obj.get("status") or {}).get("phase") == "Running":
+                        if status_of(obj).get("phase") == "Running":
                             timeline.pod_running.setdefault(key, now)
         except asyncio.CancelledError:
             raise

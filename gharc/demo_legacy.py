@@ -38,6 +38,7 @@ from kubernetes_asyncio import client, config
 from gharc.api import crds
 from gharc.api.legacy import constants as lc
 from gharc.demo import Demo, DemoOptions
+from gharc.kube.objects import status_of
 from gharc.sim.github import DEFAULT_ORG, FakeGitHubServer
 from gharc.sim.github.webhooks import WebhookDeliverer
 from gharc.sim.kubelet import KubeletSimulator
@@ -227,7 +228,7 @@ class LegacyWorld:
             hra: Any = await self.custom.get_namespaced_custom_object(
                 GROUP, VERSION, self.namespace, "horizontalrunnerautoscalers", name
             )
-            if "desiredReplicas" in (hra.get("status") or {}):
+            if "desiredReplicas" in status_of(hra):
                 return
             await asyncio.sleep(0.2)
         raise AssertionError(f"HRA {name} not reconciled in {timeout} s")

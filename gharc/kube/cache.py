@@ -25,6 +25,7 @@ from gharc.kube.client import KubeClient, Reader
 from gharc.kube.errors import NotFound
 from gharc.kube.informer import Informer, Transform, compact
 from gharc.kube.labels import Selector
+from gharc.kube.objects import meta
 from gharc.kube.reflector import WatchSettings
 from gharc.kube.resources import Resource
 from gharc.kube.store import IndexFunc, copy_object
@@ -214,9 +215,7 @@ class Cache(Reader):
         if index is not None:
             objs = store.by_index(*index)
             if namespace is not None:
-                objs = [
-                    o for o in objs if (o.get("metadata") or {}).get("namespace", "") == namespace
-                ]
+                objs = [o for o in objs if meta(o).get("namespace", "") == namespace]
         else:
             objs = store.list(namespace)
         if label_selector:

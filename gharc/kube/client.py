@@ -30,6 +30,7 @@ from typing import Any
 
 from gharc.kube import metrics
 from gharc.kube.errors import ApiError, error_from_response
+from gharc.kube.objects import meta as meta_of
 from gharc.kube.ratelimit import TokenBucket
 from gharc.kube.resources import Resource
 from gharc.kube.transport import Response, Transport
@@ -67,7 +68,7 @@ class ObjectList:
 
 def object_key(obj: Mapping[str, Any]) -> tuple[str, str]:
     """``(namespace, name)`` of an object; namespace is ``""`` for cluster-scoped ones."""
-    meta = obj.get("metadata") or {}
+    meta = meta_of(obj)
     return str(meta.get("namespace") or ""), str(meta.get("name") or "")
 
 
@@ -313,7 +314,7 @@ class KubeClient(Reader):
         """(name, namespace, resourceVersion) of a name or an object."""
         if isinstance(target, str):
             return target, namespace if resource.namespaced else None, None
-        meta = target.get("metadata") or {}
+        meta = meta_of(target)
         ns = namespace or meta.get("namespace")
         return (
             str(meta.get("name") or ""),
@@ -397,7 +398,7 @@ class KubeClient(Reader):
                 "GET", path, verb="list", label=self._label(resource), query=query
             )
             page = json.loads(await resp.read())
-            meta = page.get("metadata") or {}
+            meta = meta_of(page)
             rv = str(meta.get("resourceVersion") or rv)
             for item in page.get("items") or ():
                 # NB: list items come without apiVersion/kind; watch events carry them.
@@ -460,7 +461,7 @@ class KubeClient(Reader):
         dry_run: bool = False,
     ) -> JSON:
         """POST a new object; ``namespace`` defaults to ``obj.metadata.namespace``."""
-        ns = namespace or (obj.get("metadata") or {}).get("namespace")
+        ns = namespace or meta_of(obj).get("namespace")
         body = dict(obj)
         body.setdefault("apiVersion", resource.api_version)
         body.setdefault("kind", resource.kind)
@@ -610,7 +611,7 @@ class KubeClient(Reader):
             rv = resource_version or rv
             if not rv:
                 raise ValueError("optimistic_lock needs the read object or resource_version=")
-            meta = dict(body.get("metadata") or {})
+            meta = dict(meta_of(body))
             meta["resourceVersion"] = rv
             body["metadata"] = meta
         return await self.patch(

@@ -24,6 +24,7 @@ from typing import Any
 from gharc.kube.client import KubeClient
 from gharc.kube.clock import Clock, LoopClock
 from gharc.kube.errors import NotFound
+from gharc.kube.objects import meta as meta_of
 from gharc.kube.resources import EVENTS
 
 __all__ = ["NORMAL", "WARNING", "EventRecorder"]
@@ -80,7 +81,7 @@ class EventRecorder:
         """Queue an event about ``obj`` (``type`` is NORMAL or WARNING)."""
         if type not in (NORMAL, WARNING):
             raise ValueError(f"event type must be Normal or Warning, not {type!r}")
-        meta = obj.get("metadata") or {}
+        meta = meta_of(obj)
         involved = {
             "apiVersion": obj.get("apiVersion"),
             "kind": obj.get("kind"),

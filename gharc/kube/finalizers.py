@@ -21,6 +21,7 @@ from typing import Any
 from gharc.kube.client import KubeClient
 from gharc.kube.errors import Conflict, Invalid
 from gharc.kube.objects import has_finalizer as has_finalizer  # re-export
+from gharc.kube.objects import meta
 from gharc.kube.resources import Resource
 
 __all__ = ["add_finalizer", "has_finalizer", "remove_finalizer", "set_finalizers"]
@@ -33,7 +34,7 @@ async def add_finalizer(
 ) -> Mapping[str, Any]:
     """Append ``finalizer`` (optimistically locked); returns the updated object, or ``obj``
     unchanged when it was already there. Raises Conflict if ``obj`` is stale."""
-    current = list((obj.get("metadata") or {}).get("finalizers") or ())
+    current = list(meta(obj).get("finalizers") or ())
     if finalizer in current:
         return obj
     return await client.merge_patch(
@@ -46,7 +47,7 @@ async def remove_finalizer(
 ) -> Mapping[str, Any]:
     """Remove ``finalizer`` (optimistically locked); returns the updated object (which may be
     gone already if it was the last finalizer of a deleted object), or ``obj`` unchanged."""
-    current = list((obj.get("metadata") or {}).get("finalizers") or ())
+    current = list(meta(obj).get("finalizers") or ())
     if finalizer not in current:
         return obj
     remaining = [f for f in current if f != finalizer]
@@ -64,7 +65,7 @@ async def set_finalizers(
     with 422; it is reported as the conflict it is). An object read without finalizers
     falls back to the resourceVersion lock: there is no list to test.
     """
-    current = list((obj.get("metadata") or {}).get("finalizers") or ())
+    current = list(meta(obj).get("finalizers") or ())
     if not current:
         return await client.merge_patch(
             resource, obj, {"metadata": {"finalizers": finalizers or None}}, optimistic_lock=True

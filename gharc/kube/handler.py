@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Protocol
 
+from gharc.kube.objects import meta as meta_of
 from gharc.kube.reconcile import Request
 from gharc.kube.resources import Resource
 
@@ -34,7 +35,7 @@ class EnqueueRequestForObject:
     """Enqueue the object itself (the ``for_`` kind of a controller)."""
 
     def requests(self, obj: JSON) -> Iterable[Request]:
-        meta = obj.get("metadata") or {}
+        meta = meta_of(obj)
         return (Request(meta.get("namespace") or "", meta["name"]),)
 
 
@@ -52,7 +53,7 @@ class EnqueueRequestForOwner:
         self.only_controller = only_controller
 
     def requests(self, obj: JSON) -> Iterable[Request]:
-        meta = obj.get("metadata") or {}
+        meta = meta_of(obj)
         namespace = (meta.get("namespace") or "") if self.owner.namespaced else ""
         out = []
         for ref in meta.get("ownerReferences") or ():

@@ -25,6 +25,7 @@ from typing import Any, Protocol
 
 from gharc.kube.client import KubeClient
 from gharc.kube.labels import Selector
+from gharc.kube.objects import meta as meta_of
 from gharc.kube.reflector import Reflector, WatchSettings
 from gharc.kube.resources import Resource
 from gharc.kube.store import IndexFunc, Store, key_of
@@ -344,8 +345,8 @@ class _ScopedSink:
 
 
 def _rv(obj: Mapping[str, Any]) -> str:
-    return str((obj.get("metadata") or {}).get("resourceVersion") or "")
+    return str(meta_of(obj).get("resourceVersion") or "")
 
 
 def _uid(obj: Mapping[str, Any]) -> str:
-    return str((obj.get("metadata") or {}).get("uid") or "")
+    return str(meta_of(obj).get("uid") or "")

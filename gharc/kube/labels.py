@@ -12,6 +12,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from gharc.kube.objects import meta
+
 __all__ = ["Requirement", "Selector"]
 
 _SET_RE = re.compile(r"^\s*([^\s!=,()]+)\s+(in|notin)\s+\(([^)]*)\)\s*$")
@@ -91,7 +93,7 @@ class Selector:
         return all(r.matches(labels) for r in self.requirements)
 
     def matches_object(self, obj: Mapping[str, Any]) -> bool:
-        return self.matches((obj.get("metadata") or {}).get("labels"))
+        return self.matches(meta(obj).get("labels"))
 
 
 def _split(text: str) -> list[str]:

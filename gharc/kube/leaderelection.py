@@ -36,6 +36,7 @@ from gharc.kube import metrics
 from gharc.kube.client import KubeClient
 from gharc.kube.clock import Clock, LoopClock
 from gharc.kube.errors import AlreadyExists, ApiError, Conflict, NotFound
+from gharc.kube.objects import spec_of
 from gharc.kube.resources import LEASES
 
 __all__ = ["LeaderElectionConfig", "LeaderElector", "default_identity", "micro_time"]
@@ -140,7 +141,7 @@ class LeaderElector:
                 "leader election %s: could not read lease to release: %r", self.config.name, err
             )
             return False
-        spec = lease.get("spec") or {}
+        spec = spec_of(lease)
         if spec.get("holderIdentity") != self.identity:
             return False
         now = micro_time()
@@ -219,7 +220,7 @@ class LeaderElector:
             log.warning("leader election %s: get failed: %r", cfg.name, err)
             return False
 
-        spec = lease.get("spec") or {}
+        spec = spec_of(lease)
         rv = lease["metadata"].get("resourceVersion", "")
         if self._observed is None or spec != self._observed:
             self._observe(lease, now_mono)
@@ -261,7 +262,7 @@ class LeaderElector:
         }
 
     def _observe(self, lease: JSON, now_mono: float) -> None:
-        spec = lease.get("spec") or {}
+        spec = lease.get("spec") or {}  # kept as the observed record: a dict, not a view
         self._observed = spec
         self._observed_rv = lease["metadata"].get("resourceVersion", "")
         self._observed_at = now_mono

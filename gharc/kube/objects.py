@@ -24,6 +24,8 @@ __all__ = [
     "parse_time",
     "prune_empty",
     "semantically_equal",
+    "spec_of",
+    "status_of",
 ]
 
 
@@ -33,6 +35,18 @@ __all__ = [
 def meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
     """``metadata``, or an empty mapping for an object without one."""
     return obj.get("metadata") or {}
+
+
+def spec_of(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    """``spec``, or an empty mapping: a fresh object may have none, and a controller reads
+    an unset spec as all defaults rather than failing."""
+    return obj.get("spec") or {}
+
+
+def status_of(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    """``status``, or an empty mapping: nothing has been reported yet (the API server
+    drops an empty status, so a new object has none)."""
+    return obj.get("status") or {}
 
 
 def annotations_of(obj: Mapping[str, Any]) -> dict[str, str]:

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from gharc.kube.labels import Selector
+from gharc.kube.objects import meta as _meta
 
 __all__ = [
     "AnnotationChangedPredicate",
@@ -53,10 +54,6 @@ class Funcs:
 
     def delete(self, obj: JSON) -> bool:
         return self.on_delete(obj) if self.on_delete else True
-
-
-def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
-    return obj.get("metadata") or {}
 
 
 class _UpdateOnly:

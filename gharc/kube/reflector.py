@@ -32,6 +32,7 @@ import aiohttp
 
 from gharc.kube.client import KubeClient
 from gharc.kube.errors import ApiError, Gone, error_from_status
+from gharc.kube.objects import meta
 from gharc.kube.resources import Resource
 
 __all__ = ["Reflector", "ReflectorSink", "WatchSettings"]
@@ -169,7 +170,7 @@ class Reflector:
                 obj = event.get("object") or {}
                 if kind == "ERROR":
                     raise error_from_status(obj)
-                rv = str((obj.get("metadata") or {}).get("resourceVersion") or "")
+                rv = str(meta(obj).get("resourceVersion") or "")
                 if kind == "BOOKMARK":
                     if rv:
                         self.resource_version = rv

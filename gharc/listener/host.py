@@ -29,6 +29,7 @@ from typing import Any
 from prometheus_client import CollectorRegistry
 from prometheus_client.registry import Collector
 
+from gharc.kube.objects import meta as meta_of
 from gharc.listener.app import Listener
 from gharc.listener.config import ListenerConfig
 from gharc.listener.kube import KubePatcher, marker_of
@@ -234,7 +235,7 @@ class ListenerHost:
 
     def offer_runner_set(self, obj: dict[str, Any]) -> None:
         """Informer handler: pass an EphemeralRunnerSet's cleanup marker to its listener."""
-        meta = obj.get("metadata") or {}
+        meta = meta_of(obj)
         hosted = self._by_runner_set.get((str(meta.get("namespace")), str(meta.get("name"))))
         marker = marker_of(obj)
         if hosted is not None and marker is not None:

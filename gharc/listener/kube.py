@@ -19,6 +19,7 @@ from typing import Any, Protocol
 from gharc.api.scaleset.constants import ANNOTATION_MESSAGE_SESSION_ID
 from gharc.kube.client import KubeClient
 from gharc.kube.errors import ApiError, Forbidden, NotFound
+from gharc.kube.objects import meta, spec_of, status_of
 from gharc.kube.resources import EPHEMERAL_RUNNER_SETS, EPHEMERAL_RUNNERS
 
 __all__ = ["KubePatchError", "KubePatcher", "RunnerNotFound", "RunnerSetPatcher", "job_status"]
@@ -102,7 +103,7 @@ def job_status(
 
 def marker_of(runner_set: dict[str, Any]) -> int | None:
     """The cleanup marker of an EphemeralRunnerSet object, if it has one."""
-    value = (runner_set.get("status") or {}).get("finishedRunnerCleanupPatchID")
+    value = status_of(runner_set).get("finishedRunnerCleanupPatchID")
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
@@ -154,7 +155,7 @@ class KubePatcher:
             self.runner_set_name,
             self.kube.get(EPHEMERAL_RUNNER_SETS, self.runner_set_name, namespace=self.namespace),
         )
-        annotations = (obj.get("metadata") or {}).get("annotations") or {}
+        annotations = meta(obj).get("annotations") or {}
         return annotations.get(ANNOTATION_MESSAGE_SESSION_ID) or None
 
     async def current_patch_id(self) -> int | None:
@@ -164,7 +165,7 @@ class KubePatcher:
             self.runner_set_name,
             self.kube.get(EPHEMERAL_RUNNER_SETS, self.runner_set_name, namespace=self.namespace),
         )
-        value = (obj.get("spec") or {}).get("patchID")
+        value = spec_of(obj).get("patchID")
         return value if isinstance(value, int) and not isinstance(value, bool) else None
 
     async def record_session(self, session_id: str | None) -> None:

@@ -34,7 +34,7 @@ from typing import Any
 
 from gharc.kube.client import KubeClient
 from gharc.kube.errors import Conflict, NotFound
-from gharc.kube.objects import format_time, parse_time
+from gharc.kube.objects import format_time, parse_time, spec_of
 from gharc.kube.resources import HORIZONTAL_RUNNER_AUTOSCALERS
 
 log = logging.getLogger(__name__)
@@ -300,7 +300,7 @@ class BatchScaler:
         finished = self.finished.setdefault((ns, name), BoundedSet(FINISHED_MEMORY))
         for attempt in range(CONFLICT_RETRIES + 1):
             hra = await self.client.get(HORIZONTAL_RUNNER_AUTOSCALERS, name, namespace=ns)
-            spec = hra.get("spec") or {}
+            spec = spec_of(hra)
             now = dt.datetime.fromtimestamp(self.clock(), dt.UTC)
             max_replicas = spec.get("maxReplicas")
             before = list(spec.get("capacityReservations") or [])

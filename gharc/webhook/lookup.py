@@ -20,7 +20,8 @@ from gharc.api.legacy import constants as lc
 from gharc.api.legacy.duration import parse_go_duration
 from gharc.kube.client import Reader
 from gharc.kube.errors import NotFound
-from gharc.kube.objects import is_deleting
+from gharc.kube.objects import is_deleting, spec_of
+from gharc.kube.objects import meta as meta_of
 from gharc.kube.resources import HORIZONTAL_RUNNER_AUTOSCALERS, RUNNER_DEPLOYMENTS, RUNNER_SETS
 
 DEFAULT_DURATION = dt.timedelta(minutes=10)
@@ -74,7 +75,7 @@ VisibleGroups = Callable[[str, str], Awaitable[Sequence[RunnerGroup]]]
 def trigger_duration(hra: Mapping[str, Any]) -> dt.timedelta | None:
     """The reservation length of a workflow_job HRA; None if it is not one (exactly one
     trigger, with ``githubEvent.workflowJob`` set). A missing or <= 0 duration is 10 min."""
-    triggers = (hra.get("spec") or {}).get("scaleUpTriggers") or []
+    triggers = spec_of(hra).get("scaleUpTriggers") or []
     if len(triggers) != 1:
         return None
     event = triggers[0].get("githubEvent")
@@ -115,7 +116,7 @@ def labels_match(job_labels: Sequence[str], target_labels: Sequence[str]) -> boo
 
 
 def target_spec(kind: str, obj: Mapping[str, Any]) -> TargetSpec:
-    spec = obj.get("spec") or {}
+    spec = spec_of(obj)
     runner = spec if kind == lc.KIND_RUNNER_SET else (spec.get("template") or {}).get("spec") or {}
     return TargetSpec(
         kind=kind,
@@ -150,7 +151,7 @@ class TargetLookup:
         self.visible_groups = visible_groups
 
     async def _target(self, hra: Mapping[str, Any]) -> TargetSpec | None:
-        ref = (hra.get("spec") or {}).get("scaleTargetRef") or {}
+        ref = spec_of(hra).get("scaleTargetRef") or {}
         kind = str(ref.get("kind") or lc.KIND_RUNNER_DEPLOYMENT)
         name = ref.get("name")
         if not name:
@@ -207,7 +208,7 @@ class TargetLookup:
             try:
                 spec = await self._target(hra)
             except NotFound as err:  # ARC: one unreadable target fails the whole lookup
-                meta = hra.get("metadata") or {}
+                meta = meta_of(hra)
                 raise TargetLookupError(
                     f"reading the target of HRA {meta.get('namespace')}/{meta.get('name')}: {err}"
                 ) from None

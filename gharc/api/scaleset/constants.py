@@ -12,6 +12,9 @@ from __future__ import annotations
 
 from typing import Any, Final
 
+from gharc.kube.objects import meta as meta_of
+from gharc.kube.objects import spec_of
+
 # --- API group ---------------------------------------------------------------------------
 
 GROUP: Final = "actions.github.com"
@@ -244,8 +247,8 @@ def listener_name(
 
 def listener_name_for(ars: dict[str, Any]) -> str:
     """:func:`listener_name` of an AutoscalingRunnerSet object (a dict as the API returns it)."""
-    meta = ars.get("metadata") or {}
-    spec = ars.get("spec") or {}
+    meta = meta_of(ars)
+    spec = spec_of(ars)
     return listener_name(
         meta.get("name", ""),
         meta.get("namespace", ""),

@@ -34,7 +34,15 @@ from gharc.github.pool import ClientPool
 from gharc.kube.client import KubeClient, Reader
 from gharc.kube.errors import AlreadyExists, Conflict, NotFound
 from gharc.kube.finalizers import add_finalizer
-from gharc.kube.objects import format_time, has_finalizer, is_deleting, parse_time
+from gharc.kube.objects import (
+    format_time,
+    has_finalizer,
+    is_deleting,
+    parse_time,
+    spec_of,
+    status_of,
+)
+from gharc.kube.objects import meta as meta_of
 from gharc.kube.reconcile import Request, Result
 from gharc.kube.resources import (
     AUTOSCALING_LISTENERS,
@@ -69,7 +77,7 @@ CLEANUP_POLL = 1.0
 
 def listener_container_status(pod: Mapping[str, Any]) -> Mapping[str, Any] | None:
     """The ``listener`` container's status, or None before the kubelet reports one."""
-    for status in (pod.get("status") or {}).get("containerStatuses") or ():
+    for status in status_of(pod).get("containerStatuses") or ():
         if status.get("name") == c.LISTENER_CONTAINER_NAME:
             return dict(status)
     return None
@@ -130,7 +138,7 @@ class AutoscalingListenerReconciler:
                     self.kube, AUTOSCALING_LISTENERS, listener, c.FINALIZER_AUTOSCALING_LISTENER
                 )
             )
-        spec = listener.get("spec") or {}
+        spec = spec_of(listener)
         ars_ns = str(spec.get("autoscalingRunnerSetNamespace") or "")
         ars_name = str(spec.get("autoscalingRunnerSetName") or "")
         try:
@@ -181,7 +189,7 @@ class AutoscalingListenerReconciler:
 
     async def _delete_pod_mode_objects(self, listener: JSON) -> int:
         """Delete the listener pod, its secrets and RBAC; how many still existed."""
-        meta, spec = listener["metadata"], listener.get("spec") or {}
+        meta, spec = listener["metadata"], spec_of(listener)
         name, ns = meta["name"], meta["namespace"]
         ars_ns = str(spec.get("autoscalingRunnerSetNamespace") or ns)
         targets = [
@@ -207,7 +215,7 @@ class AutoscalingListenerReconciler:
         starts only once it is gone: two listeners would take the session from each other
         (the pod deletes its session when it stops; the successor then creates a new one).
         """
-        meta, spec = listener["metadata"], listener.get("spec") or {}
+        meta, spec = listener["metadata"], spec_of(listener)
         key = (str(meta["namespace"]), str(meta["name"]))
         if await self._has_pod_mode_objects(listener):
             log.info("listener %s/%s: in-process mode; removing its pod first", *key)
@@ -247,7 +255,7 @@ class AutoscalingListenerReconciler:
 
     async def _listener_config(self, listener: JSON) -> JSON:
         """The listener's ``config.json`` content, from the spec and the GitHub secret."""
-        spec = listener.get("spec") or {}
+        spec = spec_of(listener)
         ars_ns = str(spec.get("autoscalingRunnerSetNamespace") or "")
         target = GitHubTarget.from_spec(ars_ns, spec)
         secret_data: dict[str, str] = {}
@@ -264,7 +272,7 @@ class AutoscalingListenerReconciler:
 
     async def _mirror_hosted_status(self, listener: JSON, state: HostedListenerStatus) -> None:
         self._set_gauge(listener, 1 if state.phase == PHASE_RUNNING else 0)
-        status = listener.get("status") or {}
+        status = status_of(listener)
         patch: JSON = {
             "phase": state.phase,
             "message": state.message or None,
@@ -318,7 +326,7 @@ class AutoscalingListenerReconciler:
     async def _ensure_proxy_secret(self, listener: JSON) -> None:
         from gharc.api.scaleset.models import ProxyConfig
 
-        spec = listener.get("spec") or {}
+        spec = spec_of(listener)
         ars_ns = str(spec.get("autoscalingRunnerSetNamespace") or "")
         proxy = ProxyConfig.model_validate(spec.get("proxy") or {})
         auth: dict[str, tuple[str, str] | None] = {"http": None, "https": None}
@@ -370,7 +378,7 @@ class AutoscalingListenerReconciler:
     async def _sync_metadata(self, resource: Any, live: JSON, desired: JSON) -> None:
         """Add missing/changed labels and annotations (never removes foreign keys)."""
         patch: JSON = {}
-        lm, dm = live.get("metadata") or {}, desired.get("metadata") or {}
+        lm, dm = meta_of(live), meta_of(desired)
         for key in ("labels", "annotations"):
             if not lr.contains_all(lm.get(key), dm.get(key)):
                 patch[key] = dict(dm.get(key) or {})
@@ -403,7 +411,7 @@ class AutoscalingListenerReconciler:
             log.info("listener %s: configuration changed; restarting its pod", meta["name"])
             await self._delete_pod(listener, pod)
             return None
-        if (pod.get("status") or {}).get("reason") == "Evicted":
+        if status_of(pod).get("reason") == "Evicted":
             await emit(
                 self.recorder,
                 listener,
@@ -415,7 +423,7 @@ class AutoscalingListenerReconciler:
             return None
         status = listener_container_status(pod)
         if status is None:
-            if (pod.get("status") or {}).get("phase") == "Failed":
+            if status_of(pod).get("phase") == "Failed":
                 return await self._on_failure(listener, pod, exit_code=None, finished_at=None)
             return None
         state = status.get("state") or {}
@@ -443,7 +451,7 @@ class AutoscalingListenerReconciler:
         self, listener: JSON, pod: JSON, running: Mapping[str, Any]
     ) -> Result | None:
         self._set_gauge(listener, 1)
-        status = listener.get("status") or {}
+        status = status_of(listener)
         patch: JSON = {}
         if status.get("phase") != PHASE_RUNNING:
             patch["phase"] = PHASE_RUNNING
@@ -478,7 +486,7 @@ class AutoscalingListenerReconciler:
         """Count the failed pod once, then wait out its backoff before recreating it."""
         self._set_gauge(listener, 0)
         name = listener["metadata"]["name"]
-        status = listener.get("status") or {}
+        status = status_of(listener)
         pod_uid = str(pod["metadata"].get("uid") or "")
         failures = int(status.get("failures") or 0)
         first_sight = status.get("lastFailedPodUID") != pod_uid
@@ -531,7 +539,7 @@ class AutoscalingListenerReconciler:
 
     # -- status and metrics ------------------------------------------------------------
     async def _report_config_error(self, listener: JSON, err: ConfigurationError) -> None:
-        status = listener.get("status") or {}
+        status = status_of(listener)
         log.warning("listener %s: %s", listener["metadata"]["name"], err.message)
         message = f"{err.reason}: {err.message}"
         if status.get("phase") != PHASE_FAILED or status.get("message") != message:
@@ -539,7 +547,7 @@ class AutoscalingListenerReconciler:
             await self._patch_status(listener, {"phase": PHASE_FAILED, "message": message})
 
     async def _patch_status(self, listener: JSON, patch: JSON) -> None:
-        current = listener.get("status") or {}
+        current = status_of(listener)
         if all(current.get(k) == v for k, v in patch.items()):
             return
         updated = await self.kube.patch_status(
@@ -547,10 +555,10 @@ class AutoscalingListenerReconciler:
         )
         # Later steps of this reconcile see what we wrote.
         listener["metadata"] = updated.get("metadata", listener["metadata"])
-        listener["status"] = updated.get("status") or {}
+        listener["status"] = status_of(updated)
 
     def _set_gauge(self, listener: Mapping[str, Any], value: int) -> None:
-        meta, spec = listener.get("metadata") or {}, listener.get("spec") or {}
+        meta, spec = meta_of(listener), spec_of(listener)
         labels = self.metrics.labels_for(
             str(meta.get("name") or ""),
             str(meta.get("namespace") or ""),

@@ -68,7 +68,8 @@ from gharc.kube.client import KubeClient, Reader
 from gharc.kube.errors import AlreadyExists, Conflict, Forbidden, NotFound
 from gharc.kube.finalizers import add_finalizer
 from gharc.kube.handler import owner_reference
-from gharc.kube.objects import has_finalizer, is_deleting
+from gharc.kube.objects import has_finalizer, is_deleting, spec_of, status_of
+from gharc.kube.objects import meta as meta_of
 from gharc.kube.reconcile import Request, Result
 from gharc.kube.resources import (
     AUTOSCALING_LISTENERS,
@@ -143,7 +144,7 @@ def is_version_allowed(resource_version: str, build_version: str) -> bool:
 
 def _settled(ars: Mapping[str, Any]) -> bool:
     """Not deleting, set up, and its current generation applied (see ``_read``)."""
-    status = ars.get("status") or {}
+    status = status_of(ars)
     return (
         not is_deleting(ars)
         and has_finalizer(ars, c.FINALIZER_AUTOSCALING_RUNNER_SET)
@@ -155,9 +156,7 @@ def _settled(ars: Mapping[str, Any]) -> bool:
 
 def scale_set_id_of(ars: Mapping[str, Any]) -> int | None:
     """The ``runner-scale-set-id`` annotation as a positive int, else None."""
-    raw = ((ars.get("metadata") or {}).get("annotations") or {}).get(
-        c.ANNOTATION_RUNNER_SCALE_SET_ID
-    )
+    raw = (meta_of(ars).get("annotations") or {}).get(c.ANNOTATION_RUNNER_SCALE_SET_ID)
     try:
         value = int(str(raw))
     except ValueError:
@@ -167,7 +166,7 @@ def scale_set_id_of(ars: Mapping[str, Any]) -> int | None:
 
 def scale_set_name_of(ars: Mapping[str, Any]) -> str:
     """``spec.runnerScaleSetName``, defaulting to the ARS name (not written back to spec)."""
-    return str((ars.get("spec") or {}).get("runnerScaleSetName") or ars["metadata"]["name"])
+    return str(spec_of(ars).get("runnerScaleSetName") or ars["metadata"]["name"])
 
 
 def scale_set_labels(ars: Mapping[str, Any]) -> list[Label]:
@@ -175,7 +174,7 @@ def scale_set_labels(ars: Mapping[str, Any]) -> list[Label]:
     seen: list[str] = []
     for label in [
         scale_set_name_of(ars),
-        *((ars.get("spec") or {}).get("runnerScaleSetLabels") or []),
+        *(spec_of(ars).get("runnerScaleSetLabels") or []),
     ]:
         if label and label not in seen:
             seen.append(label)
@@ -187,7 +186,7 @@ def scale_set_labels(ars: Mapping[str, Any]) -> list[Label]:
 
 def desired_runner_spec(ars: Mapping[str, Any]) -> JSON:
     """``ERS.spec.ephemeralRunnerSpec`` for the ARS (the owned keys only, unset ones left out)."""
-    spec = ars.get("spec") or {}
+    spec = spec_of(ars)
     template = spec.get("template") or {}
     values: JSON = {
         "githubConfigUrl": spec.get("githubConfigUrl"),
@@ -204,7 +203,7 @@ def desired_runner_spec(ars: Mapping[str, Any]) -> JSON:
 
 
 def runner_set_labels(ars: Mapping[str, Any], options: ScaleSetOptions) -> dict[str, str]:
-    meta, spec = ars["metadata"], ars.get("spec") or {}
+    meta, spec = ars["metadata"], spec_of(ars)
     ars_labels = dict(meta.get("labels") or {})
     computed: dict[str, str] = {
         c.LABEL_PART_OF: c.LABEL_VALUE_PART_OF,
@@ -227,13 +226,13 @@ def runner_set_annotations(ars: Mapping[str, Any]) -> dict[str, str]:
         for k in (c.ANNOTATION_RUNNER_GROUP_NAME, c.ANNOTATION_RUNNER_SCALE_SET_NAME)
         if k in annotations
     }
-    user = ((ars.get("spec") or {}).get("ephemeralRunnerSetMetadata") or {}).get("annotations")
+    user = (spec_of(ars).get("ephemeralRunnerSetMetadata") or {}).get("annotations")
     return merge_annotations(user, computed) or {}
 
 
 def desired_ephemeral_runner_set(ars: Mapping[str, Any], options: ScaleSetOptions) -> JSON:
     """ARC ``newEphemeralRunnerSet``: replicas and patchID start at 0 and are the listener's."""
-    meta, spec = ars["metadata"], ars.get("spec") or {}
+    meta, spec = ars["metadata"], spec_of(ars)
     ers_spec: JSON = {
         "replicas": 0,
         "patchID": 0,
@@ -261,7 +260,7 @@ def runner_set_patch(live: Mapping[str, Any], desired: Mapping[str, Any]) -> JSO
 
     A runner spec change also bumps ``spec.actionableRevision`` by one, from the live value.
     """
-    live_spec, want_spec = live.get("spec") or {}, desired["spec"]
+    live_spec, want_spec = spec_of(live), desired["spec"]
     live_runner = live_spec.get("ephemeralRunnerSpec") or {}
     owned = {k: live_runner[k] for k in OWNED_RUNNER_SPEC_KEYS if k in live_runner}
     spec_patch: JSON = {}
@@ -277,7 +276,7 @@ def runner_set_patch(live: Mapping[str, Any], desired: Mapping[str, Any]) -> JSO
     if spec_patch:
         patch["spec"] = spec_patch
     meta_patch: JSON = {}
-    lm, dm = live.get("metadata") or {}, desired["metadata"]
+    lm, dm = meta_of(live), desired["metadata"]
     for key in ("labels", "annotations"):
         if not lr.contains_all(lm.get(key), dm.get(key)):
             meta_patch[key] = dict(dm.get(key) or {})
@@ -391,7 +390,7 @@ class AutoscalingRunnerSetReconciler:
     # -- validation --------------------------------------------------------------------
     async def _validate(self, ars: JSON) -> ActionsClient:
         """Spec, URL and credentials, as the user can fix them; ConfigurationError if not."""
-        spec = ars.get("spec") or {}
+        spec = ars.get("spec") or {}  # a dict: the model parses it
         name = str(ars["metadata"]["name"])
         if len(name) > c.MAX_AUTOSCALING_RUNNER_SET_NAME_LENGTH:
             # The CRD accepts longer names (ARC's did), so an ARS stored under ARC's CRDs
@@ -445,7 +444,7 @@ class AutoscalingRunnerSetReconciler:
         if self.options.allow_unrestricted_listener_template:
             return
         violations = listenerpolicy.template_violations(
-            (ars.get("spec") or {}).get("listenerTemplate"),
+            spec_of(ars).get("listenerTemplate"),
             allowed_pull_secrets=self.options.listener_image_pull_secrets,
         )
         if violations:
@@ -464,14 +463,14 @@ class AutoscalingRunnerSetReconciler:
         else:
             verdict = (cond.TRUE, cond.REASON_ALLOWED, "listener template is allowed")
         return cond.set_condition(
-            (ars.get("status") or {}).get("conditions"),
+            status_of(ars).get("conditions"),
             cond.LISTENER_TEMPLATE_ALLOWED,
             *verdict,
             generation=int(ars["metadata"].get("generation") or 0),
         )
 
     async def _report_invalid(self, ars: JSON, err: ConfigurationError) -> Result | None:
-        status = ars.get("status") or {}
+        status = status_of(ars)
         message = f"{err.reason}: {err.message}"
         forbidden = err.message if err.reason == cond.REASON_FORBIDDEN else None
         conditions = cond.set_condition(
@@ -500,7 +499,7 @@ class AutoscalingRunnerSetReconciler:
 
     @staticmethod
     def _reports_github_failure(ars: JSON) -> bool:
-        old = cond.find((ars.get("status") or {}).get("conditions"), cond.SCALE_SET_READY)
+        old = cond.find(status_of(ars).get("conditions"), cond.SCALE_SET_READY)
         return (
             old is not None
             and old.get("status") == cond.FALSE
@@ -513,7 +512,7 @@ class AutoscalingRunnerSetReconciler:
         One Warning event when the reason changes (each retry only logs); the status is
         written only when reason or message changed, so a steady failure costs no writes.
         """
-        status = ars.get("status") or {}
+        status = status_of(ars)
         old = cond.find(status.get("conditions"), cond.SCALE_SET_READY)
         if old is None or old.get("status") != cond.FALSE or old.get("reason") != reason:
             await emit(self.recorder, ars, WARNING, reason, message)
@@ -535,11 +534,11 @@ class AutoscalingRunnerSetReconciler:
             updated = await self.kube.patch_status(AUTOSCALING_RUNNER_SETS, ars, {"status": patch})
         except NotFound:
             return
-        ars["status"] = updated.get("status") or {}
+        ars["status"] = status_of(updated)
 
     # -- the scale set in GitHub -------------------------------------------------------
     async def _runner_group_id(self, ars: JSON, client: ActionsClient) -> int:
-        group = str((ars.get("spec") or {}).get("runnerGroup") or "")
+        group = str(spec_of(ars).get("runnerGroup") or "")
         if not group:
             return 1
         try:
@@ -559,7 +558,7 @@ class AutoscalingRunnerSetReconciler:
 
     async def _ensure_scale_set(self, ars: JSON, client: ActionsClient) -> JSON:
         """Create or reuse the scale set, then follow runnerGroup/name changes (§7.3-7.4)."""
-        spec = ars.get("spec") or {}
+        spec = spec_of(ars)
         annotations = ars["metadata"].get("annotations") or {}
         scale_set_id = scale_set_id_of(ars)
         name = scale_set_name_of(ars)
@@ -696,7 +695,7 @@ class AutoscalingRunnerSetReconciler:
         updated = await self.kube.merge_patch(
             EPHEMERAL_RUNNER_SETS, live, patch, optimistic_lock=True
         )
-        revision = (patch.get("spec") or {}).get("actionableRevision")
+        revision = spec_of(patch).get("actionableRevision")
         if revision is not None:
             await emit(
                 self.recorder,
@@ -771,13 +770,13 @@ class AutoscalingRunnerSetReconciler:
             )
             await self._delete_listener(live)
             return "changed", {}
-        status = dict(live.get("status") or {})
+        status = dict(status_of(live))
         return ("running" if status.get("phase") == c.PHASE_RUNNING else "waiting"), status
 
     # -- status ------------------------------------------------------------------------
     async def _mark_half_applied(self, ars: JSON) -> None:
         """A change failed half-way: say Pending (the retry re-does the work)."""
-        status = ars.get("status") or {}
+        status = status_of(ars)
         if status.get("observedGeneration") == ars["metadata"].get("generation"):
             return
         if status.get("phase") == c.PHASE_PENDING:
@@ -807,7 +806,7 @@ class AutoscalingRunnerSetReconciler:
         phase = listener.get("phase")
         if phase not in (PHASE_FAILED, "BackOff"):
             return
-        old = cond.find((ars.get("status") or {}).get("conditions"), cond.LISTENER_RUNNING)
+        old = cond.find(status_of(ars).get("conditions"), cond.LISTENER_RUNNING)
         if old is not None and old.get("status") == cond.FALSE and old.get("reason") == phase:
             return  # already reported; the listener's own events carry each retry
         message = str(listener.get("message") or "")
@@ -822,7 +821,7 @@ class AutoscalingRunnerSetReconciler:
         running: bool,
         listener: Mapping[str, Any] | None = None,
     ) -> None:
-        status = ars.get("status") or {}
+        status = status_of(ars)
         ers_status = (ers or {}).get("status") or {}
         want: JSON = {
             "phase": c.PHASE_RUNNING if running else c.PHASE_PENDING,

@@ -34,7 +34,7 @@ from gharc.kube.cache import Cache
 from gharc.kube.client import KubeClient
 from gharc.kube.controller import Controller
 from gharc.kube.informer import compact
-from gharc.kube.objects import is_deleting, meta, parse_time
+from gharc.kube.objects import is_deleting, meta, parse_time, spec_of, status_of
 from gharc.kube.reconcile import Request, Result
 from gharc.kube.resources import NODES, PODS
 
@@ -54,12 +54,8 @@ _TERMINAL = ("Succeeded", "Failed")
 def slim_node(obj: dict[str, Any]) -> dict[str, Any]:
     """A cached Node: its name and its Ready condition, nothing else (a Node's images,
     addresses and labels are most of its size, and this controller reads none of them)."""
-    md = obj.get("metadata") or {}
-    ready = [
-        cond
-        for cond in (obj.get("status") or {}).get("conditions") or ()
-        if cond.get("type") == "Ready"
-    ]
+    md = meta(obj)
+    ready = [cond for cond in status_of(obj).get("conditions") or () if cond.get("type") == "Ready"]
     return compact(
         {
             "apiVersion": obj.get("apiVersion", "v1"),
@@ -83,7 +79,7 @@ def lost_since(node: Mapping[str, Any] | None) -> float | None:
     """
     if node is None:
         return 0.0
-    for cond in (node.get("status") or {}).get("conditions") or ():
+    for cond in status_of(node).get("conditions") or ():
         if cond.get("type") == "Ready" and str(cond.get("status")) != "True":
             return _parse(cond.get("lastTransitionTime")) or 0.0
     return None
@@ -92,7 +88,7 @@ def lost_since(node: Mapping[str, Any] | None) -> float | None:
 def pod_to_node(obj: Mapping[str, Any]) -> Iterable[Request]:
     """A runner or listener pod's events wake its node, so a pod that reaches a lost
     node's list after the node's own event is still seen (level-triggered)."""
-    node = (obj.get("spec") or {}).get("nodeName")
+    node = spec_of(obj).get("nodeName")
     return [Request("", str(node))] if node else []
 
 
@@ -105,7 +101,7 @@ def lost_pod_status(pod: Mapping[str, Any], node: str, now: float) -> JSON:
     the containers die, plus the disruption condition the pod garbage collector adds."""
     ts = _rfc3339(now)
     message = f"node {node} was lost (not Ready or deleted); its containers are gone"
-    status = pod.get("status") or {}
+    status = status_of(pod)
     containers = []
     for cs in status.get("containerStatuses") or ():
         cs = dict(cs)
@@ -167,9 +163,7 @@ class NodeLossReconciler:
         if now < since + self.timeout:
             return Result(requeue_after=since + self.timeout - now)
         pods = [
-            p
-            for p in await self.cache.list(PODS)
-            if (p.get("spec") or {}).get("nodeName") == request.name
+            p for p in await self.cache.list(PODS) if spec_of(p).get("nodeName") == request.name
         ]
         for pod in pods:
             await self._declare_dead(pod, request.name, now)
@@ -179,7 +173,7 @@ class NodeLossReconciler:
         md = meta(pod)
         where = f"{md.get('namespace')}/{md.get('name')}"
         try:
-            if (pod.get("status") or {}).get("phase") not in _TERMINAL:
+            if status_of(pod).get("phase") not in _TERMINAL:
                 log.warning("%s: node %s is lost; marking the pod Failed", where, node)
                 await self.kube.patch_status(PODS, pod, {"status": lost_pod_status(pod, node, now)})
             if is_deleting(pod):

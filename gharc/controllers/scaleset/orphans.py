@@ -44,6 +44,7 @@ from gharc.github import errors as gh
 from gharc.github.actions import ActionsClient
 from gharc.kube.cache import Cache
 from gharc.kube.client import KubeClient
+from gharc.kube.objects import spec_of
 from gharc.kube.resources import EPHEMERAL_RUNNER_SETS, EPHEMERAL_RUNNERS
 
 log = logging.getLogger(__name__)
@@ -129,7 +130,7 @@ class OrphanReconciler:
         """One pass over every scale set the cache knows an EphemeralRunnerSet of."""
         groups: dict[tuple[str, int], list[JSON]] = {}
         for ers in await self.cache.list(EPHEMERAL_RUNNER_SETS):
-            spec = (ers.get("spec") or {}).get("ephemeralRunnerSpec") or {}
+            spec = spec_of(ers).get("ephemeralRunnerSpec") or {}
             ss_id = rr.int_or(spec.get("runnerScaleSetId"))
             if ss_id and not rr.is_deleting(ers):
                 groups.setdefault((str(spec.get("githubConfigUrl") or ""), ss_id), []).append(ers)
@@ -154,7 +155,7 @@ class OrphanReconciler:
         seen_orphans: set[tuple[int, int]],
     ) -> None:
         owner = sets[0]
-        spec = (owner.get("spec") or {}).get("ephemeralRunnerSpec") or {}
+        spec = spec_of(owner).get("ephemeralRunnerSpec") or {}
         ns = str(rr.meta(owner).get("namespace"))
         client = await self.resolver.client_for(GitHubTarget.from_spec(ns, spec))
         at_github = await list_scale_set_runners(client, ss_id)

@@ -25,6 +25,8 @@ from gharc.kube.objects import has_finalizer as has_finalizer  # re-export
 from gharc.kube.objects import is_deleting as is_deleting  # re-export
 from gharc.kube.objects import meta as meta  # re-export
 from gharc.kube.objects import semantically_equal as semantically_equal  # re-export
+from gharc.kube.objects import spec_of as spec_of  # re-export
+from gharc.kube.objects import status_of as status_of  # re-export
 from gharc.kube.store import copy_object
 
 JSON = dict[str, Any]
@@ -40,14 +42,6 @@ SECRET_KEY_SCALE_SET_ID: Final = "scaleSetId"
 
 
 # --- small accessors ---------------------------------------------------------------------
-
-
-def spec_of(obj: Mapping[str, Any]) -> Mapping[str, Any]:
-    return obj.get("spec") or {}
-
-
-def status_of(obj: Mapping[str, Any]) -> Mapping[str, Any]:
-    return obj.get("status") or {}
 
 
 def int_or(value: Any, default: int = 0) -> int:
@@ -267,8 +261,8 @@ def new_runner_pod(er: Mapping[str, Any], secret: Mapping[str, Any], user_agent:
     """
     m = meta(er)
     template = spec_of(er)
-    tmeta = template.get("metadata") or {}
-    pod_spec: JSON = copy_object(dict(template.get("spec") or {}))
+    tmeta = meta(template)
+    pod_spec: JSON = copy_object(dict(spec_of(template)))
     secret_name = str(meta(secret).get("name") or m["name"])
     for container in pod_spec.get("containers") or ():
         if container.get("name") == c.RUNNER_CONTAINER_NAME:

@@ -23,7 +23,7 @@ from gharc.api.scaleset import constants as c
 from gharc.kube.client import KubeClient, Reader
 from gharc.kube.errors import NotFound
 from gharc.kube.finalizers import add_finalizer, remove_finalizer
-from gharc.kube.objects import has_finalizer, is_deleting, meta
+from gharc.kube.objects import has_finalizer, is_deleting, meta, spec_of
 from gharc.kube.resources import AUTOSCALING_RUNNER_SETS, SECRETS
 
 __all__ = ["SecretProtection"]
@@ -34,11 +34,11 @@ JSON = dict[str, Any]
 
 
 def _secret_name(ars: Mapping[str, Any]) -> str:
-    return str((ars.get("spec") or {}).get("githubConfigSecret") or "")
+    return str(spec_of(ars).get("githubConfigSecret") or "")
 
 
 def _recorded(ars: Mapping[str, Any]) -> str:
-    annotations = (ars.get("metadata") or {}).get("annotations") or {}
+    annotations = meta(ars).get("annotations") or {}
     return str(annotations.get(c.ANNOTATION_PROTECTED_GITHUB_SECRET) or "")
 
 

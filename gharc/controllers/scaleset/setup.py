@@ -34,6 +34,7 @@ from gharc.kube.builder import Builder
 from gharc.kube.client import KubeClient
 from gharc.kube.controller import Controller
 from gharc.kube.informer import EventHandlerFuncs
+from gharc.kube.objects import meta, spec_of
 from gharc.kube.predicate import ResourceVersionChangedPredicate
 from gharc.kube.reconcile import Request
 from gharc.kube.resources import (
@@ -58,14 +59,14 @@ __all__ = [
 
 def listener_to_runner_set(obj: Mapping[str, Any]) -> Iterable[Request]:
     """An AutoscalingListener event wakes the ARS it belongs to."""
-    spec = obj.get("spec") or {}
+    spec = spec_of(obj)
     ns, name = spec.get("autoscalingRunnerSetNamespace"), spec.get("autoscalingRunnerSetName")
     return [Request(str(ns), str(name))] if ns and name else []
 
 
 def rbac_to_listener(obj: Mapping[str, Any]) -> Iterable[Request]:
     """A listener Role/RoleBinding event wakes its listener (both labels must be present)."""
-    labels = (obj.get("metadata") or {}).get("labels") or {}
+    labels = meta(obj).get("labels") or {}
     ns, name = labels.get(c.LABEL_LISTENER_NAMESPACE), labels.get(c.LABEL_LISTENER_NAME)
     return [Request(str(ns), str(name))] if ns and name else []
 

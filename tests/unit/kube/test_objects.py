@@ -76,6 +76,15 @@ def test_metadata_readers() -> None:
     assert objects.annotations_of(obj) == {"a": "2"} and objects.annotations_of({}) == {}
 
 
+def test_unset_or_null_sections_read_as_empty() -> None:
+    for unset in ({}, {"metadata": None, "spec": None, "status": None}):
+        assert objects.meta(unset) == objects.spec_of(unset) == objects.status_of(unset) == {}
+    obj = {"metadata": {"name": "n"}, "spec": {"replicas": 2}, "status": {"phase": "Running"}}
+    assert objects.meta(obj)["name"] == "n"
+    assert objects.spec_of(obj)["replicas"] == 2
+    assert objects.status_of(obj)["phase"] == "Running"
+
+
 def test_times_round_trip_and_bad_ones_are_unset_unless_strict() -> None:
     t = objects.parse_time("2024-05-01T12:00:00Z")
     assert t == dt.datetime(2024, 5, 1, 12, tzinfo=dt.UTC)
