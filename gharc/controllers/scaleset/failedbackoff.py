@@ -20,6 +20,7 @@ from typing import Any
 
 from gharc.controllers.scaleset import conditions as cond
 from gharc.controllers.scaleset import runnerresources as rr
+from gharc.kube.objects import parse_time
 
 JSON = dict[str, Any]
 
@@ -43,10 +44,9 @@ class Streak:
 
 
 def _epoch(value: Any) -> float:
-    try:
-        return dt.datetime.fromisoformat(str(value).replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        return float("-inf")
+    """Epoch seconds of a recorded time; an unreadable one is long ago (no wait)."""
+    t = parse_time(value)
+    return float("-inf") if t is None else t.timestamp()
 
 
 def read(ers: Mapping[str, Any]) -> Streak:
