@@ -25,11 +25,12 @@ from kubernetes_asyncio import client, config
 
 from gharc.api import crds
 from gharc.sim.github import FakeGitHubServer
-from gharc.sim.report import JobTimes, Report, Sample
+from gharc.sim.report import Report, Sample, job_times
 from gharc.sim.workload import Workload
 from gharc.testing.helm import CONTROLLER_CHART, SCALE_SET_CHART, Helm, find_helm
 from gharc.testing.realnode import NODE_IP, RealCluster
 from gharc.testing.realnode_image import GHARC_IMAGE, RUNNER_IMAGE, build_images
+from gharc.testing.wait import eventually
 
 CONTROLLER_NS, RUNNER_NS = "arc-systems", "arc-runners"
 RELEASE, SCALE_SET = "arc", "gharc-demo"
@@ -91,12 +92,14 @@ def install(helm: Helm, kubeconfig: str, gh: FakeGitHubServer, args: argparse.Na
 
 
 async def until(what: str, check: Any, timeout: float) -> float:
-    began = time.monotonic()
-    while time.monotonic() - began < timeout:
-        if await check():
-            return time.monotonic() - began
-        await asyncio.sleep(0.5)
-    raise SystemExit(f"{what} not within {timeout:.0f} s")
+    """Seconds until ``check`` holds (the demo reports them); the demo ends on a timeout."""
+    loop = asyncio.get_running_loop()
+    began = loop.time()
+    try:
+        await eventually(check, timeout=timeout, interval=0.5, message=what)
+    except AssertionError as err:
+        raise SystemExit(str(err)) from None
+    return loop.time() - began
 
 
 async def play(
@@ -144,13 +147,7 @@ async def play(
         if not pending and done == len(arrivals) and not pods:
             break
         await asyncio.sleep(1.0)
-    first = min((j.queue_time for j in gh.state.jobs.values()), default=0.0)
-    for rid, j in gh.state.jobs.items():
-        report.jobs[str(rid)] = JobTimes(
-            queued_at=j.queue_time - first,
-            started_at=(j.start_time - first) if j.start_time else None,
-            completed_at=(j.finish_time - first) if j.finish_time else None,
-        )
+    report.jobs.update(job_times(gh.state.jobs))
     report.runners_created = len(runner_pods)
 
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
-import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
@@ -41,6 +40,7 @@ from gharc.kube.resources import (
 from gharc.sim.github import DEFAULT_TOKEN, FakeGitHubServer
 from gharc.testing.realnode import NODE_IP, RealCluster
 from gharc.testing.setupmanager import SetupManager
+from gharc.testing.wait import eventually
 
 JSON = dict[str, Any]
 
@@ -56,13 +56,10 @@ class LegacyNode:
         self, what: str, check: Callable[[], Awaitable[Any]], timeout: float = 90.0
     ) -> Any:
         """``check``'s first truthy answer; on timeout the test fails showing the namespace."""
-        began = time.monotonic()
-        while time.monotonic() - began < timeout:
-            got = await check()
-            if got:
-                return got
-            await asyncio.sleep(0.5)
-        pytest.fail(f"{what} not within {timeout:.0f} s\n{await self.describe()}")
+        try:
+            return await eventually(check, timeout=timeout, interval=0.5, message=what)
+        except AssertionError as err:
+            pytest.fail(f"{err}\n{await self.describe()}")
 
     async def live(self, resource: Any) -> list[JSON]:
         items = await self.kube.list(resource, namespace=self.namespace)

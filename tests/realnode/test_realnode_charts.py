@@ -25,6 +25,7 @@ from gharc.api.scaleset import constants as c
 from gharc.testing.helm import CONTROLLER_CHART, SCALE_SET_CHART, Helm
 from gharc.testing.realnode import NODE_IP, RealCluster
 from gharc.testing.realnode_image import GHARC_IMAGE, RUNNER_IMAGE
+from gharc.testing.wait import eventually
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(900)]
 
@@ -44,13 +45,14 @@ async def api(real_cluster: RealCluster) -> AsyncIterator[client.ApiClient]:
 
 async def wait_for(what: str, check: Any, timeout: float, describe: Any = None) -> float:
     """Poll ``check`` (async, truthy when done) every 0.5 s; returns the seconds it took."""
-    began = time.monotonic()
-    while time.monotonic() - began < timeout:
-        if await check():
-            return time.monotonic() - began
-        await asyncio.sleep(0.5)
-    detail = await describe() if describe else ""
-    pytest.fail(f"{what} not within {timeout:.0f} s\n{detail}")
+    loop = asyncio.get_running_loop()
+    began = loop.time()
+    try:
+        await eventually(check, timeout=timeout, interval=0.5, message=what)
+    except AssertionError as err:
+        detail = await describe() if describe else ""
+        pytest.fail(f"{err}\n{detail}")
+    return loop.time() - began
 
 
 async def describe_pods(api: client.ApiClient, *namespaces: str) -> str:
