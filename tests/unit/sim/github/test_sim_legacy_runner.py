@@ -9,6 +9,7 @@ from typing import Any
 import httpx
 
 from gharc.sim.github import FakeGitHubServer
+from gharc.testing.wait import eventually
 
 
 async def _registration_token(gh: FakeGitHubServer, http: httpx.AsyncClient, scope: str) -> str:
@@ -95,7 +96,8 @@ async def test_a_long_poll_wakes_up_when_a_job_is_queued(
             headers={"Authorization": f"Bearer {runner['token']}"},
         )
     )
-    await asyncio.sleep(0.2)
+    held = gh.state.runners[runner["runnerId"]]
+    await eventually(lambda: held.polls_in_flight == 1, message="the fake holds the poll")
     assert not poll.done()
     job = gh.enqueue_job("octo-org/octo-repo", ["self-hosted"])
     r = await asyncio.wait_for(poll, 4)  # well before the poll's own 5 s timeout

@@ -7,6 +7,7 @@ import json
 from typing import Any
 
 import httpx
+import pytest
 from sim_helpers import Raw
 
 from gharc.sim.github import DEFAULT_REPO, FakeGitHubServer
@@ -178,15 +179,17 @@ async def test_control_api_over_http(gh: FakeGitHubServer, http: httpx.AsyncClie
     assert "acme" in state["orgs"] and state["unhandledErrors"] == 0
 
 
+@pytest.mark.looptime
 async def test_latency_fault(gh: FakeGitHubServer, http: httpx.AsyncClient) -> None:
-    gh.add_fault("latency", route="/_fake/state", delay=0.3, count=1)
+    """Loop time: the 5 s delay costs nothing, and a loaded machine cannot blur the two."""
+    gh.add_fault("latency", route="/_fake/state", delay=5.0, count=1)
     loop = asyncio.get_running_loop()
     start = loop.time()
     assert (await http.get(f"{gh.url}/_fake/state")).status_code == 200
-    assert loop.time() - start >= 0.3
+    assert loop.time() - start >= 5.0
     start = loop.time()
     await http.get(f"{gh.url}/_fake/state")
-    assert loop.time() - start < 0.3
+    assert loop.time() - start < 5.0  # count=1: the second request is not delayed
 
 
 async def test_time_limited_fault(gh: FakeGitHubServer, http: httpx.AsyncClient) -> None:
