@@ -15,6 +15,7 @@ pytestmark = [pytest.mark.chaos, pytest.mark.cluster]
 async def test_scale_set_not_found_is_ridden_out(run_case: RunCase) -> None:
     result = await run_case(scale_set_not_found, "chaos-scale-set-not-found")
     extra = result.extra
+    assert result.runners_per_job <= 1.05, result
     assert extra["session_404s"] > 0, extra  # the fault did hit
     assert "BackOff" in extra["listener_phases"], extra
     # Paced by the restart ladder (5, 10, 20 s ...): a handful of attempts per listener in
