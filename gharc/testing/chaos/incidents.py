@@ -231,7 +231,7 @@ async def scale_set_not_found(
     result = await outcome(world, case, jobs + after, namespace=ns, scale_sets=sets)
     # A listener that lost its session starts over (its patch IDs from 0, its view of the
     # runners from the statistics): one runner may be made for a gap a finished runner
-    # left, once per scale set (seen: 25 runners for 24 jobs in one run of five).
+    # left, once per scale set (seen: 25 runners for 24 jobs in one of two runs).
     result.allowed_extra_runners = len(sets)
     result.recover_seconds = first_acquired_after(after, t_clear)
     starts = [j.start_time for j in after if j.start_time is not None]
