@@ -17,6 +17,7 @@ covers the API server (what client-go does, read once instead of per request).
 from __future__ import annotations
 
 import os
+from asyncio import sslproto
 from pathlib import Path
 
 import aiohttp
@@ -86,9 +87,26 @@ async def new_api_client(
         cfg.proxy = proxy or None
     elif not cfg.proxy:
         cfg.proxy = environment_proxy(str(cfg.host))
+    bound_tls_receive_buffers()
     api = ApiClient(cfg)
     _without_trust_env(api)
     return api
+
+
+TLS_RECEIVE_BUFFER = 32 * 1024
+"""Bytes asyncio keeps per TLS connection for reading: two full 16 KiB TLS records."""
+
+
+def bound_tls_receive_buffers() -> None:
+    """Give every asyncio TLS connection a 32 KiB receive buffer instead of 256 KiB.
+
+    asyncio allocates (and zero-fills, so it is resident) ``SSLProtocol.max_size`` bytes per
+    TLS connection, and under load the controller's pool to the API server holds all
+    ``pool_size`` (100) connections: 25 MiB of buffers. A smaller buffer only means more,
+    smaller reads of a large list. The class attribute is asyncio's only setting for it.
+    """
+    if sslproto.SSLProtocol.max_size > TLS_RECEIVE_BUFFER:
+        sslproto.SSLProtocol.max_size = TLS_RECEIVE_BUFFER
 
 
 def _without_trust_env(api: ApiClient) -> None:
