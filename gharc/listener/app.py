@@ -512,14 +512,7 @@ async def run(
     except ValueError as err:
         _fail(f"invalid config: configure_url: {err}")
         return EXIT_CONFIG
-    metrics = ListenerMetrics(
-        name=cfg.ephemeral_runner_set_name,
-        namespace=cfg.ephemeral_runner_set_namespace,
-        enterprise=gh.enterprise or "",
-        organization=gh.organization or "",
-        repository=gh.repository or "",
-        config=cfg.metrics,
-    )
+    metrics = ListenerMetrics.for_listener(cfg, gh)
     try:
         api = api or build_actions_client(cfg, metrics.registry)
     except ConfigError as err:

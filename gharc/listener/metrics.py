@@ -26,12 +26,13 @@ from typing import Any
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.exposition import generate_latest, start_wsgi_server
 
+from gharc.github.config import GitHubConfig
 from gharc.github.models import (
     JobCompleted,
     JobStarted,
     RunnerScaleSetStatistic,
 )
-from gharc.listener.config import MetricsConfig
+from gharc.listener.config import ListenerConfig, MetricsConfig
 
 __all__ = [
     "DEFAULT_BUCKETS",
@@ -187,6 +188,19 @@ class _Metric:
 
 class ListenerMetrics:
     """Records what the listener sees; every ``record_*`` is cheap and never raises."""
+
+    @classmethod
+    def for_listener(cls, cfg: ListenerConfig, scope: GitHubConfig) -> ListenerMetrics:
+        """The metrics of the listener ``cfg`` describes, labelled with its scale set and the
+        scope of its config URL, so a listener pod and an in-process one label them alike."""
+        return cls(
+            name=cfg.ephemeral_runner_set_name,
+            namespace=cfg.ephemeral_runner_set_namespace,
+            enterprise=scope.enterprise or "",
+            organization=scope.organization or "",
+            repository=scope.repository or "",
+            config=cfg.metrics,
+        )
 
     def __init__(
         self,

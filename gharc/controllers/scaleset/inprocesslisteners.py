@@ -103,14 +103,7 @@ def resolver_for(
             cfg.configure_url, credentials, ca_bundle=cfg.server_root_ca or None, proxy=proxy
         )
         gh = parse_config_url(cfg.configure_url)
-        metrics = ListenerMetrics(
-            name=cfg.ephemeral_runner_set_name,
-            namespace=cfg.ephemeral_runner_set_namespace,
-            enterprise=gh.enterprise or "",
-            organization=gh.organization or "",
-            repository=gh.repository or "",
-            config=cfg.metrics,
-        )
+        metrics = ListenerMetrics.for_listener(cfg, gh)
         return cfg, api, metrics
 
     return resolve
