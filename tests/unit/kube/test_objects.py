@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import base64
 import datetime as dt
+import re
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -107,3 +109,43 @@ def test_secret_data_is_decoded_with_string_data_on_top() -> None:
     with pytest.raises(UnicodeDecodeError):
         objects.decode_secret_data(bad)
     assert objects.decode_secret_data(bad, errors="replace") == {"k": "\ufffd"}
+
+
+GHARC = Path(objects.__file__).parents[1]
+
+#: Rules with one home, and where a copy may stand. "why" entries stay; "not yet moved"
+#: entries are copies in modules changed elsewhere at the time, to be moved to the home.
+ONE_HOME = {
+    # metav1.Time and other RFC 3339 times: gharc.kube.objects.parse_time
+    r"fromisoformat\(": {
+        "kube/objects.py": "the home",
+        "api/schedule.py": "why: schedule times without an offset are local to a time zone",
+        "github/auth.py": "why: gharc.github imports nothing of gharc",
+        "controllers/scaleset/ephemeralrunner.py": "not yet moved",
+    },
+    # "being deleted": gharc.kube.objects.is_deleting
+    r'get\("deletionTimestamp"\)': {
+        "kube/objects.py": "the home",
+        "sim/kubelet.py": "why: gharc.sim imports only gharc.api",
+        "controllers/legacy/hra.py": "not yet moved",
+        "controllers/legacy/runnerpod.py": "not yet moved",
+    },
+    # the GitHub web host from an API or Enterprise URL: gharc.github.config.server_url
+    r'(len|removesuffix)\("/api/v3"\)': {
+        "github/config.py": "the home",
+        "controllers/main.py": "not yet moved",
+        "controllers/legacy/githubclients.py": "not yet moved",
+    },
+}
+
+
+@pytest.mark.parametrize("pattern", sorted(ONE_HOME))
+def test_a_rule_with_one_home_is_not_copied(pattern: str) -> None:
+    """A second copy of a rule drifts from the first: the controller and the webhook server
+    once turned the same GitHub Enterprise URL into different hosts."""
+    found = {
+        str(path.relative_to(GHARC))
+        for path in GHARC.rglob("*.py")
+        if re.search(pattern, path.read_text(encoding="utf-8"))
+    }
+    assert found - set(ONE_HOME[pattern]) == set(), "use the rule's home instead"
