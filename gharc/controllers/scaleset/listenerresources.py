@@ -33,7 +33,9 @@ from gharc.github.config import InvalidConfigUrl, parse_config_url
 from gharc.kube.handler import owner_reference
 from gharc.kube.logging import LOG_LEVELS
 from gharc.kube.objects import decode_secret_data
+from gharc.kube.objects import meta as _meta
 from gharc.kube.objects import semantically_equal as semantically_equal  # re-export
+from gharc.kube.objects import spec_of as _spec
 
 JSON = dict[str, Any]
 
@@ -87,14 +89,6 @@ def url_labels(config_url: str) -> dict[str, str]:
     except InvalidConfigUrl:
         return {}
     return c.github_url_labels(cfg.enterprise or "", cfg.organization or "", cfg.repository or "")
-
-
-def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
-    return obj.get("metadata") or {}
-
-
-def _spec(obj: Mapping[str, Any]) -> Mapping[str, Any]:
-    return obj.get("spec") or {}
 
 
 def _resource_meta(spec: Mapping[str, Any], key: str) -> tuple[dict[str, str], dict[str, str]]:
@@ -514,7 +508,7 @@ def listener_pod(listener: Mapping[str, Any], options: ScaleSetOptions) -> JSON:
 
 def _keep_default_security_contexts(pod: JSON, template: Mapping[str, Any]) -> None:
     """ARC's merge drops a security context the template does not set; keep ours then."""
-    tspec = template.get("spec") or {}
+    tspec = _spec(template)
     spec = pod["spec"]
     if tspec.get("securityContext") is None:
         spec["securityContext"] = copy.deepcopy(dict(policy.RESTRICTED_POD_SECURITY_CONTEXT))
@@ -538,7 +532,7 @@ def merge_restricted_listener_template(pod: JSON, template: Mapping[str, Any]) -
     ``runAsNonRoot`` and the seccomp profile.
     """
     _merge_template_metadata(pod, template)
-    tspec = template.get("spec") or {}
+    tspec = _spec(template)
     spec = pod.setdefault("spec", {})
     listener = spec["containers"][0]
     for tc in tspec.get("containers") or []:
@@ -645,7 +639,7 @@ def _merge_container(base: JSON, tmpl: Mapping[str, Any]) -> None:
 
 def _merge_template_metadata(pod: JSON, template: Mapping[str, Any]) -> None:
     """Template labels/annotations are added where the key is absent (ours win)."""
-    tmeta = template.get("metadata") or {}
+    tmeta = _meta(template)
     meta = pod.setdefault("metadata", {})
     for key in ("labels", "annotations"):
         extra = tmeta.get(key) or {}
@@ -665,7 +659,7 @@ def merge_listener_pod_template(pod: JSON, template: Mapping[str, Any]) -> JSON:
     Used only under ``--allow-unrestricted-listener-template``.
     """
     _merge_template_metadata(pod, template)
-    tspec = template.get("spec") or {}
+    tspec = _spec(template)
     spec = pod.setdefault("spec", {})
     containers: list[JSON] = spec.setdefault("containers", [])
     for tc in tspec.get("containers") or []:
