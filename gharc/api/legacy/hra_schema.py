@@ -50,7 +50,11 @@ def _strings(description: str = "") -> Schema:
 def _object(
     props: dict[str, Schema], description: str = "", required: list[str] | None = None
 ) -> Schema:
-    out: Schema = {"type": "object", "properties": dict(sorted(props.items()))}
+    # An empty ``properties`` is left out: the API server drops it, and Helm's server-side
+    # apply of the CRD then conflicts with the object it reads back.
+    out: Schema = {"type": "object"}
+    if props:
+        out["properties"] = dict(sorted(props.items()))
     if description:
         out["description"] = description
     if required:
