@@ -24,6 +24,11 @@ spending: every caller retries on its own. The budget spends points before sendi
   with ``until``), not imposed on the others: one runner's 429 on its JIT config must not
   hold another runner's.
 
+* **REST only**: the Actions service (JIT configs, job acquisition, the message queue,
+  ``/_apis/...``) is another service with its own limits, which it enforces with 429 and
+  ``Retry-After``. Its calls neither spend REST's points nor count against REST's hour, and
+  a low REST quota never holds them: a 1,000-job run makes ~5,000 of them an hour.
+
 Time comes from an injected clock, so tests need no sleeps.
 """
 
@@ -140,6 +145,10 @@ class RateBudget:
     def take(self, priority: Priority, cost: int) -> None:
         """Spend ``cost`` points at ``priority``, or raise :class:`RateLimited` with the
         time the call may be sent."""
+        if cost == 0:
+            # The Actions service (JIT configs, acquire, the message queue) is another
+            # service: REST's points and hour's quota neither limit nor count its calls.
+            return
         now = self.clock()
         self._refill(now)
         if now < self.blocked_until:

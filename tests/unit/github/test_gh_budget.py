@@ -19,6 +19,8 @@ BASE = "http://127.0.0.1:9"
 JIT = "/_apis/runtime/runnerscalesets/{id}/generatejitconfig"
 AGENTS = "/_apis/distributedtask/pools/0/agents"
 SCALE_SET = "/repos/{owner}/{repo}/actions/runner-groups"
+RUNNERS = "/orgs/{org}/actions/runners"  # REST: the runner list (cleanup, LOW)
+REGISTRATION = "/orgs/{org}/actions/runners/registration-token"  # REST, HIGH
 
 
 def test_points_and_priorities_follow_github() -> None:
@@ -86,7 +88,8 @@ async def test_listener_waits_for_the_budget_instead_of_sending() -> None:
 
 @pytest.mark.looptime
 async def test_exhausted_quota_holds_every_call_of_the_credential() -> None:
-    """403 with Remaining 0 and a reset in 100 s: any call of the credential waits."""
+    """403 with Remaining 0 and a reset in 100 s: any REST call of the credential waits,
+    the Actions service's (another service, another limit) does not."""
     loop = asyncio.get_running_loop()
     registry = BreakerRegistry(clock=loop.time)
     sent: list[str] = []
@@ -95,17 +98,19 @@ async def test_exhausted_quota_holds_every_call_of_the_credential() -> None:
     headers["X-RateLimit-Reset"] = str(reset)
     exhausted = httpx.Response(403, headers=headers, json={"message": "API rate limit exceeded"})
     controller = _sender(registry, CONTROLLER_RETRY, [exhausted], sent)
-    assert (await controller.send("GET", f"{BASE}/agents", endpoint=AGENTS)).status_code == 403
+    assert (await controller.send("GET", f"{BASE}/runners", endpoint=RUNNERS)).status_code == 403
     with pytest.raises(RateLimited) as err:
-        await controller.send("POST", f"{BASE}/jit", endpoint=JIT)
+        await controller.send("POST", f"{BASE}/token", endpoint=REGISTRATION)
     assert err.value.until == pytest.approx(reset + 1)
     assert len(sent) == 1
+    await controller.send("POST", f"{BASE}/jit", endpoint=JIT)
+    assert sent == ["GET /runners", "POST /jit"]
 
 
 @pytest.mark.looptime
 async def test_primary_quota_low_keeps_cleanup_back_until_the_reset() -> None:
     """GitHub says 8 of 100 calls are left this hour: a LOW call (runner list) waits for
-    the reset (it leaves the last 10 %), a HIGH one (JIT config) goes."""
+    the reset (it leaves the last 10 %), a HIGH one (registration token) goes."""
     loop = asyncio.get_running_loop()
     registry = BreakerRegistry(clock=loop.time)
     sent: list[str] = []
@@ -118,10 +123,10 @@ async def test_primary_quota_low_keeps_cleanup_back_until_the_reset() -> None:
     sender = _sender(registry, CONTROLLER_RETRY, [httpx.Response(200, headers=headers)], sent)
     await sender.send("GET", f"{BASE}/scale-set", endpoint=SCALE_SET)
     with pytest.raises(RateLimited) as err:
-        await sender.send("GET", f"{BASE}/agents", endpoint=AGENTS)
+        await sender.send("GET", f"{BASE}/runners", endpoint=RUNNERS)
     assert err.value.until == reset
-    await sender.send("POST", f"{BASE}/jit", endpoint=JIT)
-    assert sent == ["GET /scale-set", "POST /jit"]
+    await sender.send("POST", f"{BASE}/token", endpoint=REGISTRATION)
+    assert sent == ["GET /scale-set", "POST /token"]
 
 
 def test_circuit_open_gauge_per_host() -> None:
@@ -155,3 +160,26 @@ def test_message_long_polls_take_no_probe_slot() -> None:
     for slot in polls:
         breaker.release(None, slot=slot)
     assert not breaker.is_open and breaker.in_flight == 0
+
+
+@pytest.mark.parametrize("priority", [Priority.HIGH, Priority.NORMAL, Priority.LOW])
+def test_actions_service_calls_neither_spend_nor_wait_for_the_rest_quota(
+    priority: Priority,
+) -> None:
+    """The Actions service is not REST: its calls cost no points and do not count against
+    the hour's REST quota. Counting them drained a 5,000 quota in a 1,000-job run, and then
+    every JIT config waited an hour with runners needed (the bench's 0 -> 400 burst stopped
+    at 48 pods)."""
+    now = [0.0]
+    budget = RateBudget("gh", BudgetPolicy(points=20, per=20), lambda: now[0])
+    budget.observe(
+        {"x-ratelimit-remaining": "300", "x-ratelimit-limit": "5000", "x-ratelimit-reset": "3600"},
+        None,
+    )
+    for _ in range(5000):
+        budget.take(priority, cost_of("POST", JIT))
+    assert budget.remaining == 300
+    budget.take(Priority.HIGH, cost_of("POST", REGISTRATION))
+    assert budget.remaining == 299  # a REST call still counts
+    with pytest.raises(RateLimited):  # and REST's low quota still holds cleanup back
+        budget.take(Priority.LOW, cost_of("GET", RUNNERS))
