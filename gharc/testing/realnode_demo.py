@@ -151,6 +151,49 @@ async def play(
     report.runners_created = len(runner_pods)
 
 
+def unfinished_jobs(gh: FakeGitHubServer) -> list[str]:
+    """One line per job not completed, with where it stands at the fake GitHub: queued
+    (never acquired), acquired or assigned to the scale set, or given to a runner (and
+    whether that runner is still registered), so a job left waiting says why."""
+    state = gh.state
+    lines = []
+    for job in state.jobs.values():
+        if job.status == "completed":
+            continue
+        runner = ""
+        if job.runner_id is not None:
+            alive = "registered" if job.runner_id in state.runners else "no longer registered"
+            runner = f" runner {job.runner_name} (id {job.runner_id}, {alive})"
+        lines.append(
+            f"job {job.request_id} {job.status}: scale set {job.scale_set_id}, offered to "
+            f"{sorted(job.offered_to)}{runner}"
+        )
+    return lines
+
+
+async def controller_logs(api: client.ApiClient) -> dict[str, str]:
+    """The logs of every container in the controller namespace (the controller, and the
+    listener pods in Pod mode), by ``<pod>.<container>``, as the default demo keeps its
+    processes' logs."""
+    core = client.CoreV1Api(api)
+    logs = {}
+    for pod in (await core.list_namespaced_pod(CONTROLLER_NS)).items:
+        for ctr in pod.spec.containers:
+            with contextlib.suppress(client.ApiException):
+                logs[f"{pod.metadata.name}.{ctr.name}"] = await core.read_namespaced_pod_log(
+                    pod.metadata.name, CONTROLLER_NS, container=ctr.name
+                )
+    return logs
+
+
+def write_logs(out: Path, logs: dict[str, str]) -> list[Path]:
+    out.mkdir(parents=True, exist_ok=True)
+    paths = [out / f"{name}.log" for name in logs]
+    for path, text in zip(paths, logs.values(), strict=True):
+        path.write_text(text, encoding="utf-8")
+    return paths
+
+
 async def uninstall(api: client.ApiClient, helm: Helm, kubeconfig: str) -> None:
     """The scale set first, and the controller only once it has finalized the scale set
     (as ARC's docs ask): a controller uninstalled earlier leaves the finalizer for ever."""
@@ -191,6 +234,10 @@ async def run(rc: RealCluster, helm: Helm, args: argparse.Namespace) -> int:
         print(f"fake GitHub {gh.url}\n{kubectl_hints(kubeconfig)}", flush=True)
         await asyncio.to_thread(install, helm, kubeconfig, gh, args)
         await play(api, gh, args, report)
+        for line in unfinished_jobs(gh):
+            print(f"not completed: {line}", flush=True)
+        for path in write_logs(args.out, await controller_logs(api)):
+            print(f"log: {path}", flush=True)
         if args.keep:
             print("--keep: the cluster stays up until Ctrl-C", flush=True)
             await asyncio.Event().wait()
