@@ -53,14 +53,14 @@ SMALL = Sizes()
 BIG = Sizes(jobs=60, after=20, scale_sets=3, max_runners=10)
 
 
-def _burst(world: World, sets: list[str], count: int, seed: int, sizes: Sizes) -> list[Job]:
+def burst(world: World, sets: list[str], count: int, seed: int, sizes: Sizes) -> list[Job]:
     jobs: list[Job] = []
     for i, name in enumerate(sets):
         jobs += enqueue_jobs(world, [name], count, durations=sizes.durations, seed=seed + i)
     return jobs
 
 
-async def _under_way(world: World, jobs: list[Job]) -> None:
+async def under_way(world: World, jobs: list[Job]) -> None:
     """Until a third of ``jobs`` completed: the fault lands mid-burst."""
     await wait_until(
         lambda: sum(j.status == "completed" for j in jobs) * 3 >= len(jobs),
@@ -104,8 +104,8 @@ async def leader_kill(factory: WorldFactory, namespace: str, sizes: Sizes = SMAL
 
     await wait_until(a_leads, 30, "replica-a to hold the Lease", world=world)
     async with Replica(world, "replica-b") as standby:
-        before = _burst(world, sets, sizes.jobs, 100, sizes)
-        await _under_way(world, before)
+        before = burst(world, sets, sizes.jobs, 100, sizes)
+        await under_way(world, before)
         sessions_before = _sessions(world, sets)
         conflicts_before = _session_conflicts(world)
         victim = world.controller
@@ -113,7 +113,7 @@ async def leader_kill(factory: WorldFactory, namespace: str, sizes: Sizes = SMAL
         t_kill = time.time()
         await sigkill(victim)
         world.controller = standby.proc  # the survivor is the World's controller now
-        after = _burst(world, sets, sizes.after, 200, sizes)
+        after = burst(world, sets, sizes.after, 200, sizes)
 
         async def b_leads() -> bool:
             return await leader(world, LEASE) == "replica-b"
@@ -149,8 +149,8 @@ async def listener_kill(factory: WorldFactory, namespace: str, sizes: Sizes = SM
         await world.apply_scale_set(ns, name, max_runners=sizes.max_runners)
     for name in sets:
         await world.wait_for_listener(name, timeout=90)
-    before = _burst(world, sets, sizes.jobs, 300, sizes)
-    await _under_way(world, before)
+    before = burst(world, sets, sizes.jobs, 300, sizes)
+    await under_way(world, before)
     sessions_before = _sessions(world, sets)
     conflicts_before = _session_conflicts(world)
     victim = next(
@@ -162,7 +162,7 @@ async def listener_kill(factory: WorldFactory, namespace: str, sizes: Sizes = SM
     assert world.kubelet is not None
     t_kill = time.time()
     world.kubelet.crash(ns, victim, exit_code=137)  # SIGKILL of the container's processes
-    after = _burst(world, sets, sizes.after, 400, sizes)
+    after = burst(world, sets, sizes.after, 400, sizes)
     result = await outcome(world, "listener-kill", before + after, namespace=ns, scale_sets=sets)
     sessions_after = _sessions(world, sets)
     # Only the killed listener's scale set had to recover; the others never stopped.
@@ -208,7 +208,7 @@ async def revoked_credentials(
     await world.wait_for_listener(good, timeout=90)
     await world.wait_for_listener(bad, timeout=90)
 
-    warm = _burst(world, [good, bad], sizes.jobs, 500, sizes)
+    warm = burst(world, [good, bad], sizes.jobs, 500, sizes)
     await wait_for_jobs(world, warm)
     p50_before = pickup_p50(j for j in warm if j.labels == [good])
 
@@ -224,8 +224,8 @@ async def revoked_credentials(
             gh.state.revoke_token(s.queue_token)
     exchanges_before = gh.calls(PAT_EXCHANGE, method="POST", status=401)
     t_revoke = time.time()
-    healthy = _burst(world, [good], sizes.jobs, 600, sizes)
-    queued = _burst(world, [bad], sizes.after, 700, sizes)
+    healthy = burst(world, [good], sizes.jobs, 600, sizes)
+    queued = burst(world, [bad], sizes.after, 700, sizes)
 
     failures_seen: list[int] = []
     phases: set[str] = set()
@@ -289,12 +289,12 @@ async def poll_errors(factory: WorldFactory, namespace: str, sizes: Sizes = SMAL
         await world.apply_scale_set(ns, name, max_runners=sizes.max_runners)
     for name in sets:
         await world.wait_for_listener(name, timeout=90)
-    before = _burst(world, sets, sizes.jobs, 800, sizes)
-    await _under_way(world, before)
+    before = burst(world, sets, sizes.jobs, 800, sizes)
+    await under_way(world, before)
     sessions_before = _sessions(world, sets)
     conflicts_before = _session_conflicts(world)
     gh.add_fault("status", route=POLL, method="GET", status=503, seconds=POLL_ERROR_WINDOW)
-    after = _burst(world, sets, sizes.after, 900, sizes)
+    after = burst(world, sets, sizes.after, 900, sizes)
     await asyncio.sleep(POLL_ERROR_WINDOW)
     # A 429 with Retry-After, as the service sends it (without one, GitHub's documented wait
     # is a minute, which the client honours).
@@ -344,8 +344,8 @@ async def token_rotation(factory: WorldFactory, namespace: str, sizes: Sizes = S
         )
     for name in sets:
         await world.wait_for_listener(name, timeout=90)
-    before = _burst(world, sets, sizes.jobs, 1000, sizes)
-    await _under_way(world, before)
+    before = burst(world, sets, sizes.jobs, 1000, sizes)
+    await under_way(world, before)
     new_pat = gh.state.create_pat()
     await world.core.patch_namespaced_secret("pat", ns, {"stringData": {"github_token": new_pat}})
     t_rotate = time.time()
@@ -353,7 +353,7 @@ async def token_rotation(factory: WorldFactory, namespace: str, sizes: Sizes = S
     gh.state.expire("admin")  # every cached credential must now come from the new PAT
     gh.state.expire("registration")
     gh.state.expire("queue")
-    after = _burst(world, sets, sizes.after, 1100, sizes)
+    after = burst(world, sets, sizes.after, 1100, sizes)
     result = await outcome(world, "token-rotation", before + after, namespace=ns, scale_sets=sets)
     result.recover_seconds = first_runner_after(after, t_rotate)
     result.extra.update(
@@ -402,8 +402,8 @@ async def node_loss(factory: WorldFactory, namespace: str, sizes: Sizes = NODE_L
         await world.apply_scale_set(ns, name, max_runners=sizes.max_runners)
     for name in sets:
         await world.wait_for_listener(name, timeout=90)
-    before = _burst(world, sets, sizes.jobs, 1200, sizes)
-    await _under_way(world, before)
+    before = burst(world, sets, sizes.jobs, 1200, sizes)
+    await under_way(world, before)
     assert world.kubelet is not None
     t_loss = time.time()
     ids = {scale_set_id(world, name) for name in sets}
@@ -411,7 +411,7 @@ async def node_loss(factory: WorldFactory, namespace: str, sizes: Sizes = NODE_L
         1 for r in world.github.state.runners.values() if r.scale_set_id in ids and r.job is None
     )
     lost = await world.kubelet.lose_node()
-    after = _burst(world, sets, sizes.after, 1300, sizes)
+    after = burst(world, sets, sizes.after, 1300, sizes)
     result = await outcome(world, "node-loss", before + after, namespace=ns, scale_sets=sets)
     result.allowed_extra_runners = len(lost)
     result.recover_seconds = first_runner_after(after, t_loss)
