@@ -47,6 +47,7 @@ from gharc.kube.client import KubeClient
 from gharc.kube.controller import Controller
 from gharc.kube.expectations import Expectations
 from gharc.kube.finalizers import set_finalizers
+from gharc.kube.objects import format_time, parse_time, status_of
 from gharc.kube.predicate import ResourceVersionChangedPredicate
 from gharc.kube.reconcile import Request, Result
 from gharc.kube.resources import EPHEMERAL_RUNNERS, PODS, SECRETS
@@ -129,17 +130,6 @@ def now() -> dt.datetime:
     return dt.datetime.now(dt.UTC)
 
 
-def rfc3339(t: dt.datetime) -> str:
-    return t.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def parse_time(value: Any) -> dt.datetime | None:
-    try:
-        return dt.datetime.fromisoformat(str(value).replace("Z", "+00:00"))
-    except ValueError:
-        return None
-
-
 # --- reading a pod -----------------------------------------------------------------------
 
 
@@ -153,7 +143,7 @@ class PodVerdict:
 
 
 def _runner_status(pod: Mapping[str, Any]) -> Mapping[str, Any] | None:
-    for cs in (pod.get("status") or {}).get("containerStatuses") or ():
+    for cs in status_of(pod).get("containerStatuses") or ():
         if cs.get("name") == c.RUNNER_CONTAINER_NAME:
             return dict(cs)
     return None
@@ -166,7 +156,7 @@ def _terminated(cs: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
 
 
 def _failed_init_container(pod: Mapping[str, Any]) -> Mapping[str, Any] | None:
-    for cs in (pod.get("status") or {}).get("initContainerStatuses") or ():
+    for cs in status_of(pod).get("initContainerStatuses") or ():
         term = _terminated(cs)
         if term is not None and int(term.get("exitCode") or 0) != 0:
             return dict(cs)
@@ -175,7 +165,7 @@ def _failed_init_container(pod: Mapping[str, Any]) -> Mapping[str, Any] | None:
 
 def judge_pod(pod: Mapping[str, Any]) -> PodVerdict:
     """Classify a runner pod (spec §10.1 step 10, behaviours B2)."""
-    status = pod.get("status") or {}
+    status = status_of(pod)
     phase = str(status.get("phase") or "")
     reason = str(status.get("reason") or "")
     message = str(status.get("message") or "")
@@ -209,9 +199,7 @@ def judge_pod(pod: Mapping[str, Any]) -> PodVerdict:
 def pod_ready(pod: Mapping[str, Any]) -> bool:
     """Status of the newest PodReady condition (ARC takes the latest lastTransitionTime)."""
     conditions = [
-        cond
-        for cond in (pod.get("status") or {}).get("conditions") or ()
-        if cond.get("type") == "Ready"
+        cond for cond in status_of(pod).get("conditions") or () if cond.get("type") == "Ready"
     ]
     if not conditions:
         return False
@@ -756,7 +744,7 @@ class EphemeralRunnerReconciler:
         if verdict.kind == "wait":
             return None
         status = rr.status_of(er)
-        phase = str((pod.get("status") or {}).get("phase") or "")
+        phase = str(status_of(pod).get("phase") or "")
         ready = pod_ready(pod)
         if status.get("phase") != phase or bool(status.get("ready")) != ready:
             await self.kube.patch_status(
@@ -820,7 +808,7 @@ class EphemeralRunnerReconciler:
         uid = str(rr.meta(pod).get("uid") or pod_name)
         new = uid not in failures
         if new:
-            failures[uid] = rfc3339(now())
+            failures[uid] = format_time(now())
             er = await self.kube.patch_status(
                 EPHEMERAL_RUNNERS,
                 er,
@@ -921,7 +909,7 @@ class EphemeralRunnerReconciler:
             )
         await self._spend_jit_config(er)
         failures = dict(rr.status_of(er).get("failures") or {})
-        failures.setdefault(f"lost-runner-{rid}", rfc3339(now()))
+        failures.setdefault(f"lost-runner-{rid}", format_time(now()))
         message = f"pod {c.runner_pod_name(name)} of runner {rid} is gone"
         er = await self.kube.patch_status(
             EPHEMERAL_RUNNERS,

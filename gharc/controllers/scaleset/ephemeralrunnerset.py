@@ -46,7 +46,7 @@ from gharc.controllers.scaleset import conditions as cond
 from gharc.controllers.scaleset import failedbackoff as fb
 from gharc.controllers.scaleset import runnerresources as rr
 from gharc.controllers.scaleset.credentials import ClientResolver, ConfigurationError, GitHubTarget
-from gharc.controllers.scaleset.ephemeralrunner import NEWBORN, ManagerLike, parse_time
+from gharc.controllers.scaleset.ephemeralrunner import NEWBORN, ManagerLike
 from gharc.controllers.scaleset.events import NORMAL, WARNING, EventRecorder, emit
 from gharc.controllers.scaleset.failures import reconcile_or_wait_for_github
 from gharc.controllers.scaleset.metrics import ControllerMetrics
@@ -59,6 +59,8 @@ from gharc.kube.cache import Cache
 from gharc.kube.client import KubeClient
 from gharc.kube.controller import Controller
 from gharc.kube.expectations import Expectations
+from gharc.kube.finalizers import add_finalizer, remove_finalizer
+from gharc.kube.objects import parse_time
 from gharc.kube.predicate import ResourceVersionChangedPredicate
 from gharc.kube.reconcile import Request, Result
 from gharc.kube.resources import EPHEMERAL_RUNNER_SETS, EPHEMERAL_RUNNERS, SECRETS
@@ -222,12 +224,8 @@ class EphemeralRunnerSetReconciler:
                 self._expectations.forget(uid)
             return result
         if not rr.has_finalizer(ers, c.FINALIZER_EPHEMERAL_RUNNER_SET):
-            finalizers = [*(rr.meta(ers).get("finalizers") or ()), c.FINALIZER_EPHEMERAL_RUNNER_SET]
-            await self.kube.merge_patch(
-                EPHEMERAL_RUNNER_SETS,
-                ers,
-                {"metadata": {"finalizers": finalizers}},
-                optimistic_lock=True,
+            await add_finalizer(
+                self.kube, EPHEMERAL_RUNNER_SETS, ers, c.FINALIZER_EPHEMERAL_RUNNER_SET
             )
             return None
 
@@ -265,15 +263,9 @@ class EphemeralRunnerSetReconciler:
                 namespace=rr.meta(ers)["namespace"],
                 missing_ok=True,
             )
-        finalizers = [
-            f for f in rr.meta(ers).get("finalizers") or () if f != c.FINALIZER_EPHEMERAL_RUNNER_SET
-        ]
         try:
-            await self.kube.merge_patch(
-                EPHEMERAL_RUNNER_SETS,
-                ers,
-                {"metadata": {"finalizers": finalizers}},
-                optimistic_lock=True,
+            await remove_finalizer(
+                self.kube, EPHEMERAL_RUNNER_SETS, ers, c.FINALIZER_EPHEMERAL_RUNNER_SET
             )
         except kerr.NotFound:
             pass
@@ -609,17 +601,11 @@ class EphemeralRunnerSetReconciler:
                 return False
             except gh.AgentNotFound:
                 pass
-            finalizers = [
-                f
-                for f in rr.meta(er).get("finalizers") or ()
-                if f != c.FINALIZER_EPHEMERAL_RUNNER_REGISTRATION
-            ]
             try:
-                er = await self.kube.merge_patch(
-                    EPHEMERAL_RUNNERS,
-                    er,
-                    {"metadata": {"finalizers": finalizers}},
-                    optimistic_lock=True,
+                er = dict(
+                    await remove_finalizer(
+                        self.kube, EPHEMERAL_RUNNERS, er, c.FINALIZER_EPHEMERAL_RUNNER_REGISTRATION
+                    )
                 )
             except (kerr.Conflict, kerr.NotFound):
                 pass  # the ER's own finalizer removes the registration (AgentNotFound is fine)

@@ -37,14 +37,13 @@ from gharc.api.scaleset import constants as c
 from gharc.controllers.scaleset import runnerresources as rr
 from gharc.controllers.scaleset.credentials import ClientResolver, ConfigurationError, GitHubTarget
 from gharc.controllers.scaleset.ephemeralrunner import now as wall_now
-from gharc.controllers.scaleset.ephemeralrunner import parse_time
 from gharc.controllers.scaleset.events import WARNING, EventRecorder, emit
 from gharc.controllers.scaleset.hangs import DEFAULT_HANG_TIMEOUT, HangReaper
 from gharc.github import errors as gh
 from gharc.github.actions import ActionsClient
 from gharc.kube.cache import Cache
 from gharc.kube.client import KubeClient
-from gharc.kube.objects import spec_of
+from gharc.kube.objects import parse_time, spec_of
 from gharc.kube.resources import EPHEMERAL_RUNNER_SETS, EPHEMERAL_RUNNERS
 
 log = logging.getLogger(__name__)
