@@ -49,6 +49,8 @@ from urllib.parse import urlsplit
 
 from gharc.api.scaleset import constants as c
 from gharc.controllers.legacy.timeutil import parse_go_duration
+from gharc.github.config import server_url
+from gharc.kube.logging import LOG_LEVELS
 
 log = logging.getLogger("gharc.controller")
 
@@ -66,8 +68,6 @@ GITHUB_ENV = {
     "GITHUB_ENTERPRISE_URL": "github_enterprise_url",
 }
 DEFAULT_GITHUB_API_URL = "https://api.github.com/"
-
-_LOG_LEVELS = {"debug": "DEBUG", "info": "INFO", "warn": "WARNING", "error": "ERROR"}
 
 
 class UsageError(ValueError):
@@ -176,7 +176,7 @@ def build_parser() -> argparse.ArgumentParser:
     add(
         "--log-level",
         default="debug",
-        choices=sorted(_LOG_LEVELS),
+        choices=sorted(LOG_LEVELS),
         help="Also written into listener configs.",
     )
     add(
@@ -527,16 +527,13 @@ def legacy_credentials(args: ControllerArgs) -> Any:
 def legacy_server_url(args: ControllerArgs) -> str:
     """The GitHub server URL the legacy scopes' config URLs start from (legacy.md 6.1):
     ``--github-enterprise-url``, else the web host of the ``--github-url`` API URL."""
-    from gharc.controllers.legacy.githubclients import server_url_from_api_url
-
     if args.github_enterprise_url:
         flag, raw = "--github-enterprise-url", args.github_enterprise_url
-        url = raw.strip().rstrip("/")
-        if url.endswith("/api/v3"):
-            url = url[: -len("/api/v3")]
+        # A blank flag is reported below, not read as "no enterprise URL": it was given.
+        url = server_url(enterprise_url=raw) if raw.strip() else ""
     else:
         flag, raw = "--github-url", args.github_url or DEFAULT_GITHUB_API_URL
-        url = server_url_from_api_url(raw)
+        url = server_url(api_url=raw)
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.netloc:
         raise UsageError(f"{flag} {raw!r} is not an http(s) URL")
@@ -807,7 +804,7 @@ def setup_logging(args: ControllerArgs) -> None:
     from gharc.kube.logging import setup_logging as kube_setup_logging
 
     kube_setup_logging(
-        level=_LOG_LEVELS.get(args.log_level, "INFO"),
+        level=LOG_LEVELS.get(args.log_level, logging.INFO),
         format="json" if args.log_format == "json" else "console",
     )
 

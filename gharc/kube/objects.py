@@ -16,6 +16,7 @@ from typing import Any
 __all__ = [
     "annotations_of",
     "decode_secret_data",
+    "deleting_since",
     "format_time",
     "has_finalizer",
     "is_deleting",
@@ -62,6 +63,12 @@ def labels_of(obj: Mapping[str, Any]) -> dict[str, str]:
 def is_deleting(obj: Mapping[str, Any]) -> bool:
     """True once ``metadata.deletionTimestamp`` is set: only finalizers keep it alive."""
     return bool(meta(obj).get("deletionTimestamp"))
+
+
+def deleting_since(obj: Mapping[str, Any]) -> dt.datetime | None:
+    """When deletion was requested (``metadata.deletionTimestamp``), None while the object
+    is not being deleted: how long a finalizer has held an object counts from here."""
+    return parse_time(meta(obj).get("deletionTimestamp"))
 
 
 def has_finalizer(obj: Mapping[str, Any], finalizer: str) -> bool:

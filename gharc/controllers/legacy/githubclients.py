@@ -21,36 +21,22 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import urlsplit
 
 from gharc.github.auth import Credentials, CredentialsError, credentials_from_secret_data
 from gharc.github.config import InvalidConfigUrl
+from gharc.github.config import server_url_from_api_url as server_url_from_api_url  # re-export
 from gharc.github.pool import ClientPool
 from gharc.github.rest import RestClient
 from gharc.kube.client import Reader
 from gharc.kube.errors import NotFound
-from gharc.kube.objects import decode_secret_data
+from gharc.kube.objects import decode_secret_data, spec_of
+from gharc.kube.objects import meta as meta_of
 from gharc.kube.resources import SECRETS
 
 NO_CREDENTIALS = (
     "no GitHub credentials: set the controller's --github-token/--github-app-* "
     "or the object's githubAPICredentialsFrom.secretRef"
 )
-
-
-def server_url_from_api_url(url: str) -> str:
-    """``https://api.github.com/`` -> ``https://github.com``; ``https://h/api/v3/`` ->
-    ``https://h``; anything else is taken as the server URL itself (ARC's ``--github-url``
-    is an API URL, gharc's config URLs start at the web host)."""
-    url = url.strip().rstrip("/")
-    parts = urlsplit(url)
-    host = parts.netloc
-    if host.lower() == "api.github.com":
-        return f"{parts.scheme}://github.com"
-    path = parts.path
-    if path.endswith("/api/v3"):
-        path = path[: -len("/api/v3")]
-    return f"{parts.scheme}://{host}{path}"
 
 
 class ScopeError(Exception):
@@ -148,8 +134,8 @@ class LegacyGitHub:
     ) -> RestClient:
         """The HRA controller's call shape: the HRA's namespace and secretRef, the scale
         target's scope."""
-        meta = hra.get("metadata") or {}
-        ref = ((hra.get("spec") or {}).get("githubAPICredentialsFrom") or {}).get("secretRef")
+        meta = meta_of(hra)
+        ref = (spec_of(hra).get("githubAPICredentialsFrom") or {}).get("secretRef")
         secret = str(ref.get("name") or "") if isinstance(ref, Mapping) else ""
         scope = RunnerScope(enterprise, organization, repository)
         return await self.client(str(meta.get("namespace") or ""), scope, secret)

@@ -47,7 +47,8 @@ from gharc.kube.controller import Controller
 from gharc.kube.errors import NotFound
 from gharc.kube.events import NORMAL, WARNING
 from gharc.kube.labels import Selector
-from gharc.kube.objects import format_time, parse_time
+from gharc.kube.objects import format_time, is_deleting, parse_time, spec_of, status_of
+from gharc.kube.objects import meta as meta_of
 from gharc.kube.predicate import GenerationChangedPredicate, ResourceVersionChangedPredicate
 from gharc.kube.reconcile import Request, Result, TerminalError
 from gharc.kube.resources import (
@@ -115,7 +116,7 @@ class HRAReconciler:
     # ---- events -------------------------------------------------------------------------
 
     async def _event(self, obj: Mapping[str, Any], type_: str, reason: str, msg: str) -> None:
-        meta = obj.get("metadata") or {}
+        meta = meta_of(obj)
         log.info("HRA %s/%s: %s: %s", meta.get("namespace"), meta.get("name"), reason, msg)
         if self.recorder is None:
             return
@@ -154,7 +155,7 @@ class HRAReconciler:
         self, hra: Mapping[str, Any], need_runners: bool
     ) -> tuple[Resource, JSON, ScaleTarget] | None:
         ns = str(hra["metadata"]["namespace"])
-        ref = (hra.get("spec") or {}).get("scaleTargetRef") or {}
+        ref = spec_of(hra).get("scaleTargetRef") or {}
         kind = str(ref.get("kind") or lc.KIND_RUNNER_DEPLOYMENT)
         name = str(ref.get("name") or "")
         if not name:
@@ -164,9 +165,9 @@ class HRAReconciler:
             obj = await self.reader.get(resource, name, namespace=ns)
         except NotFound:
             return None
-        if (obj.get("metadata") or {}).get("deletionTimestamp"):
+        if is_deleting(obj):
             return None
-        spec = obj.get("spec") or {}
+        spec = spec_of(obj)
         if resource is RUNNER_SETS:
             runner_spec = spec
             label = lc.LABEL_RUNNER_SET_NAME
@@ -213,11 +214,11 @@ class HRAReconciler:
             )
         except NotFound:
             return None
-        if (hra.get("metadata") or {}).get("deletionTimestamp"):
+        if is_deleting(hra):
             return None
         if self.metrics is not None:
             self.metrics.set_spec(hra)
-        spec = hra.get("spec") or {}
+        spec = spec_of(hra)
         now = from_timestamp(self.clock())
         name = f"{request.namespace}/{request.name}"
 
@@ -258,7 +259,7 @@ class HRAReconciler:
                 raise
             self._export(hra, target, suggestion)
 
-        status = hra.get("status") or {}
+        status = status_of(hra)
         reservations = list(spec.get("capacityReservations") or [])
         delay_s = spec.get("scaleDownDelaySecondsAfterScaleOut")
         delay = (
@@ -306,7 +307,7 @@ class HRAReconciler:
             patch["replicas"] = desired
         if target.ephemeral and effective is not None:
             value = format_time(effective)
-            if (obj.get("spec") or {}).get("effectiveTime") != value or patch:
+            if spec_of(obj).get("effectiveTime") != value or patch:
                 patch["effectiveTime"] = value
         if not patch:
             return
@@ -404,11 +405,11 @@ def setup(
         target's own events wake the HRA instead (level-triggered, no polling)."""
 
         def mapper(obj: JSON) -> list[Request]:
-            meta = obj.get("metadata") or {}
+            meta = meta_of(obj)
             ns, name = meta.get("namespace"), meta.get("name")
             out = []
             for hra in hras.store.list(ns):
-                ref = (hra.get("spec") or {}).get("scaleTargetRef") or {}
+                ref = spec_of(hra).get("scaleTargetRef") or {}
                 if (
                     ref.get("name") == name
                     and (ref.get("kind") or lc.KIND_RUNNER_DEPLOYMENT) == kind

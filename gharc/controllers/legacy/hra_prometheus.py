@@ -13,6 +13,8 @@ from typing import Any
 from prometheus_client import REGISTRY, CollectorRegistry, Gauge
 
 from gharc.controllers.legacy.hra_metrics import BusyCounts, ScaleTarget, WorkflowCounts
+from gharc.kube.objects import meta as meta_of
+from gharc.kube.objects import spec_of
 
 HRA_LABELS = ("horizontalrunnerautoscaler", "namespace")
 TARGET_LABELS = (*HRA_LABELS, "enterprise", "organization", "repository", "kind", "name")
@@ -56,7 +58,7 @@ class HRAMetrics:
 
     @staticmethod
     def _hra(hra: Mapping[str, Any]) -> dict[str, str]:
-        meta = hra.get("metadata") or {}
+        meta = meta_of(hra)
         return {
             "horizontalrunnerautoscaler": str(meta.get("name", "")),
             "namespace": str(meta.get("namespace", "")),
@@ -73,7 +75,7 @@ class HRAMetrics:
         }
 
     def set_spec(self, hra: Mapping[str, Any]) -> None:
-        spec = hra.get("spec") or {}
+        spec = spec_of(hra)
         labels = self._hra(hra)
         if spec.get("minReplicas") is not None:
             self.spec_min.labels(**labels).set(int(spec["minReplicas"]))

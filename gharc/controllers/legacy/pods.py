@@ -18,12 +18,13 @@ from gharc.kube.objects import format_time as format_time  # re-export
 from gharc.kube.objects import is_deleting as is_deleting  # re-export
 from gharc.kube.objects import labels_of as labels_of  # re-export
 from gharc.kube.objects import parse_time as parse_time  # re-export
+from gharc.kube.objects import spec_of, status_of
 
 JSON = dict[str, Any]
 
 
 def _runner_status(pod: Mapping[str, Any]) -> Mapping[str, Any]:
-    for cs in (pod.get("status") or {}).get("containerStatuses") or ():
+    for cs in status_of(pod).get("containerStatuses") or ():
         if cs.get("name") == c.CONTAINER_RUNNER:
             return dict(cs)
     return {}
@@ -40,7 +41,7 @@ def runner_container_terminated_before(pod: Mapping[str, Any]) -> bool:
 
 def is_stopped(pod: Mapping[str, Any]) -> bool:
     """ARC's ``runnerPodOrContainerIsStopped``."""
-    status = pod.get("status") or {}
+    status = status_of(pod)
     phase = status.get("phase")
     if phase in ("Succeeded", "Failed"):
         return True
@@ -50,12 +51,12 @@ def is_stopped(pod: Mapping[str, Any]) -> bool:
 
 
 def phase(pod: Mapping[str, Any]) -> str:
-    return str((pod.get("status") or {}).get("phase") or "")
+    return str(status_of(pod).get("phase") or "")
 
 
 def ready_since(pod: Mapping[str, Any]) -> dt.datetime | None:
     """When the Ready condition last became True; None when it is not True."""
-    for cond in (pod.get("status") or {}).get("conditions") or ():
+    for cond in status_of(pod).get("conditions") or ():
         if cond.get("type") == "Ready" and cond.get("status") == "True":
             return parse_time(cond.get("lastTransitionTime")) or dt.datetime.min.replace(
                 tzinfo=dt.UTC
@@ -75,7 +76,7 @@ def registration_timed_out(pod: Mapping[str, Any], now: dt.datetime, timeout: dt
 
 def runner_env(pod: Mapping[str, Any]) -> dict[str, str] | None:
     """Literal env values of the ``runner`` container; None when it has no env at all."""
-    for container in (pod.get("spec") or {}).get("containers") or ():
+    for container in spec_of(pod).get("containers") or ():
         if container.get("name") == c.CONTAINER_RUNNER:
             env = container.get("env") or []
             if not env:

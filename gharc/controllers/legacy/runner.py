@@ -32,7 +32,8 @@ from gharc.github.errors import GitHubError
 from gharc.kube import errors
 from gharc.kube.client import KubeClient
 from gharc.kube.events import NORMAL, WARNING, EventRecorder
-from gharc.kube.finalizers import add_finalizer, remove_finalizer
+from gharc.kube.finalizers import add_finalizer, has_finalizer, remove_finalizer
+from gharc.kube.objects import spec_of, status_of
 from gharc.kube.reconcile import Request, Result
 from gharc.kube.resources import PODS, RUNNERS, SECRETS
 
@@ -43,8 +44,8 @@ JSON = dict[str, Any]
 def is_registerable(runner: Mapping[str, Any], now: Any) -> bool:
     """ARC ``IsRegisterable``: a token for this repository that has not expired (the token
     itself is in the registration Secret, whose presence the reconciler checks)."""
-    spec = runner.get("spec") or {}
-    reg = (runner.get("status") or {}).get("registration") or {}
+    spec = spec_of(runner)
+    reg = status_of(runner).get("registration") or {}
     expires = p.parse_time(reg.get("expiresAt"))
     return (
         (reg.get("repository") or "") == (spec.get("repository") or "")
@@ -61,8 +62,8 @@ def credentials_secret(spec: Mapping[str, Any]) -> str:
 
 def pod_status_patch(runner: Mapping[str, Any], pod: Mapping[str, Any]) -> JSON | None:
     """The Runner status fields mirrored from its pod, or None when nothing changed."""
-    status = runner.get("status") or {}
-    pst = pod.get("status") or {}
+    status = status_of(runner)
+    pst = status_of(pod)
     want = {
         "phase": pst.get("phase") or "Created",
         "ready": p.is_ready(pod),
@@ -106,7 +107,7 @@ class RunnerReconciler:
             except errors.NotFound:
                 pass  # a reconcile from a stale cache: an earlier one removed it already
             return None
-        if c.FINALIZER_RUNNER not in ((runner.get("metadata") or {}).get("finalizers") or ()):
+        if not has_finalizer(runner, c.FINALIZER_RUNNER):
             await add_finalizer(self.kube, RUNNERS, runner, c.FINALIZER_RUNNER)
             return None
         if pod is None:
@@ -157,7 +158,7 @@ class RunnerReconciler:
             )
 
     async def _update_registration_token(self, runner: JSON) -> Result | None:
-        spec = runner.get("spec") or {}
+        spec = spec_of(runner)
         meta = runner["metadata"]
         try:
             client = await self.github.client(

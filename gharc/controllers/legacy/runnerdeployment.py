@@ -21,6 +21,8 @@ from gharc.kube import errors
 from gharc.kube.client import KubeClient
 from gharc.kube.events import NORMAL, EventRecorder
 from gharc.kube.expectations import Expectations
+from gharc.kube.objects import meta as meta_of
+from gharc.kube.objects import spec_of, status_of
 from gharc.kube.reconcile import Request, Result
 from gharc.kube.resources import RUNNER_DEPLOYMENTS, RUNNER_REPLICA_SETS
 
@@ -29,7 +31,7 @@ JSON = dict[str, Any]
 
 def controller_name(obj: JSON, kind: str) -> str | None:
     """Name of the ``actions.summerwind.dev/v1alpha1`` controller owner of ``kind``."""
-    for ref in (obj.get("metadata") or {}).get("ownerReferences") or ():
+    for ref in meta_of(obj).get("ownerReferences") or ():
         if (
             ref.get("controller")
             and ref.get("kind") == kind
@@ -42,7 +44,7 @@ def controller_name(obj: JSON, kind: str) -> str | None:
 def desired_replica_set(rd: JSON, common_labels: list[str]) -> JSON:
     """ARC ``newRunnerReplicaSet``: template + common labels, hashed and labelled."""
     name = rd["metadata"]["name"]
-    spec = rd.get("spec") or {}
+    spec = spec_of(rd)
     template = copy.deepcopy(spec.get("template") or {})
     tspec = template.setdefault("spec", {})
     if common_labels:
@@ -101,7 +103,7 @@ class RunnerDeploymentReconciler:
         if p.is_deleting(rd):
             self.expectations.forget(rd["metadata"]["uid"])
             return None
-        spec = rd.get("spec") or {}
+        spec = spec_of(rd)
         if self.metrics is not None:
             self.metrics.runnerdeployment_spec_replicas.labels(request.name, request.namespace).set(
                 replicas_of(spec)
@@ -129,7 +131,7 @@ class RunnerDeploymentReconciler:
             self.expectations.expect_create(uid, made["metadata"]["name"], made["metadata"]["uid"])
             return self._requeue() if owned else None
         newest, old = owned[0], owned[1:]
-        nspec = newest.get("spec") or {}
+        nspec = spec_of(newest)
         if nspec.get("selector") != desired["spec"]["selector"]:
             await self.kube.merge_patch(RUNNER_REPLICA_SETS, newest, {"spec": desired["spec"]})
             return self._requeue()
@@ -141,10 +143,10 @@ class RunnerDeploymentReconciler:
                 {"spec": {"replicas": want_replicas, "effectiveTime": want_eff}},
             )
             return None
-        if int((newest.get("status") or {}).get("readyReplicas") or 0) >= want_replicas:
+        if int(status_of(newest).get("readyReplicas") or 0) >= want_replicas:
             for rs in old:
-                if int((rs.get("status") or {}).get("replicas") or 0) > 0:
-                    if replicas_of(rs.get("spec") or {}) != 0:
+                if int(status_of(rs).get("replicas") or 0) > 0:
+                    if replicas_of(spec_of(rs)) != 0:
                         await self.kube.merge_patch(
                             RUNNER_REPLICA_SETS, rs, {"spec": {"replicas": 0}}
                         )
@@ -163,17 +165,17 @@ class RunnerDeploymentReconciler:
         self, rd: JSON, newest: JSON, owned: list[JSON], desired: int
     ) -> Result | None:
         def total(key: str) -> int:
-            return sum(int((rs.get("status") or {}).get(key) or 0) for rs in owned)
+            return sum(int(status_of(rs).get(key) or 0) for rs in owned)
 
         available = total("availableReplicas")
         want = {
             "availableReplicas": available,
             "readyReplicas": available,
-            "updatedReplicas": int((newest.get("status") or {}).get("replicas") or 0),
+            "updatedReplicas": int(status_of(newest).get("replicas") or 0),
             "desiredReplicas": desired,
             "replicas": total("replicas"),
         }
-        status = rd.get("status") or {}
+        status = status_of(rd)
         if any(status.get(k) != v for k, v in want.items()):
             try:
                 await self.kube.patch_status(RUNNER_DEPLOYMENTS, rd, {"status": want})

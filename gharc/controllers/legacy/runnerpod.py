@@ -27,6 +27,7 @@ from gharc.kube import errors
 from gharc.kube.client import KubeClient
 from gharc.kube.events import NORMAL, EventRecorder
 from gharc.kube.finalizers import remove_finalizer
+from gharc.kube.objects import deleting_since, has_finalizer, meta
 from gharc.kube.reconcile import Request, Result, TerminalError
 from gharc.kube.resources import PODS, RUNNERS
 
@@ -73,7 +74,7 @@ class RunnerPodReconciler:
         kube_mode = c.ENV_CONTAINER_HOOKS in env
         if p.is_deleting(pod):
             return await self._deleting(pod, env, kube_mode)
-        finalizers = list(pod["metadata"].get("finalizers") or [])
+        finalizers = list(meta(pod).get("finalizers") or [])
         wanted = [c.FINALIZER_RUNNER_POD] + ([c.FINALIZER_LINKED_RESOURCES] if kube_mode else [])
         missing = [f for f in wanted if f not in finalizers]
         if missing:
@@ -108,14 +109,14 @@ class RunnerPodReconciler:
                 await self.kube.delete(RUNNERS, runner, missing_ok=True)
         except errors.NotFound:
             pass
-        if c.FINALIZER_LINKED_RESOURCES in (pod["metadata"].get("finalizers") or ()):
+        if has_finalizer(pod, c.FINALIZER_LINKED_RESOURCES):
             try:
                 await self._cleanup_linked(ns, name)
             except errors.ApiError as err:
                 log.info("pod %s/%s: linked resources cleanup failed: %s", ns, name, err)
                 return Result(requeue_after=c.LINKED_RESOURCES_RETRY_DELAY.total_seconds())
             pod = dict(await remove_finalizer(self.kube, PODS, pod, c.FINALIZER_LINKED_RESOURCES))
-        if c.FINALIZER_RUNNER_POD in (pod["metadata"].get("finalizers") or ()):
+        if has_finalizer(pod, c.FINALIZER_RUNNER_POD):
             outcome = await self.stop.tick(pod, await self._client(pod, env))
             if outcome.retry is not None:
                 return outcome.retry
@@ -124,9 +125,9 @@ class RunnerPodReconciler:
             except errors.NotFound:
                 pass  # a reconcile from a stale cache: an earlier one removed it, the pod is gone
             return None
-        deleting_since = p.parse_time(pod["metadata"].get("deletionTimestamp"))
+        since = deleting_since(pod)
         now = self.options.clock()
-        if deleting_since is not None and now - deleting_since > self.options.force_delete_after:
+        if since is not None and now - since > self.options.force_delete_after:
             await self.kube.delete(PODS, pod, grace_period_seconds=0, missing_ok=True)
             if self.recorder is not None:
                 self.recorder.record(pod, NORMAL, "PodDeleted", f"Forcefully deleted pod '{name}'")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import datetime as dt
+from collections.abc import Mapping
 from typing import Any
 
 from gharc.api.legacy import constants as c
@@ -18,13 +19,14 @@ from gharc.controllers.legacy.resources import owner_ref, template_hash
 from gharc.kube import errors
 from gharc.kube.client import KubeClient
 from gharc.kube.labels import Selector
+from gharc.kube.objects import spec_of, status_of
 from gharc.kube.reconcile import Request, Result
 from gharc.kube.resources import RUNNER_REPLICA_SETS, RUNNERS
 
 JSON = dict[str, Any]
 
 
-def replicas_of(spec: dict[str, Any]) -> int:
+def replicas_of(spec: Mapping[str, Any]) -> int:
     value = spec.get("replicas")
     return 1 if value is None else int(value)
 
@@ -42,7 +44,7 @@ class RunnerOwners:
         return [pod] if pod is not None else []
 
     def synced(self, owner: JSON) -> bool:
-        return bool((owner.get("status") or {}).get("phase"))
+        return bool(status_of(owner).get("phase"))
 
     async def delete(self, owner: JSON) -> None:
         await self.kube.delete(RUNNERS, owner, missing_ok=True)
@@ -67,7 +69,7 @@ class RunnerReplicaSetReconciler:
             return None
         if p.is_deleting(rs):
             return None
-        spec = rs.get("spec") or {}
+        spec = spec_of(rs)
         labels = p.labels_of(rs)
         thash = labels.get(c.LABEL_RUNNER_TEMPLATE_HASH)
         if not thash:
@@ -99,7 +101,7 @@ class RunnerReplicaSetReconciler:
                     },
                     "ownerReferences": [owner_ref(rs)],
                 },
-                "spec": copy.deepcopy(template.get("spec") or {}),
+                "spec": copy.deepcopy(spec_of(template)),
             }
             made = await self.kube.create(RUNNERS, runner)
             self.expectations.created(
@@ -109,7 +111,7 @@ class RunnerReplicaSetReconciler:
 
         params = SyncParams(
             desired=replicas_of(spec),
-            ephemeral=(template.get("spec") or {}).get("ephemeral") is not False,
+            ephemeral=spec_of(template).get("ephemeral") is not False,
             effective_time=p.parse_time(spec.get("effectiveTime")),
             template_hash=thash,
             registration_timeout=self.options.registration_timeout,
@@ -127,7 +129,7 @@ class RunnerReplicaSetReconciler:
         total = sum(s.total for s in current)
         running = sum(s.running for s in current)
         want = {"replicas": total, "readyReplicas": running, "availableReplicas": running}
-        status = rs.get("status") or {}
+        status = status_of(rs)
         if any(status.get(k) != v for k, v in want.items()):
             await self.kube.patch_status(RUNNER_REPLICA_SETS, rs, {"status": want})
         # Level-triggered by Runner and pod events, plus the timers no event announces.

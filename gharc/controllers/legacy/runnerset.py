@@ -42,6 +42,7 @@ from gharc.github.errors import GitHubError
 from gharc.kube import errors
 from gharc.kube.client import KubeClient
 from gharc.kube.events import WARNING, EventRecorder
+from gharc.kube.objects import spec_of, status_of
 from gharc.kube.reconcile import Request, Result
 from gharc.kube.resources import RUNNER_SETS, Resource
 
@@ -70,7 +71,7 @@ def desired_stateful_set(rs: JSON, options: LegacyOptions, now: str) -> JSON:
     """ARC ``newStatefulSet``: the RunnerSet's pod template turned into a runner pod, in a
     one-replica StatefulSet labelled with the hash of that pod spec."""
     name, ns = rs["metadata"]["name"], rs["metadata"]["namespace"]
-    spec = rs.get("spec") or {}
+    spec = spec_of(rs)
     config = {k: copy.deepcopy(spec[k]) for k in _RUNNER_CONFIG_KEYS if k in spec}
     if options.common_runner_labels:
         config["labels"] = list(config.get("labels") or []) + list(options.common_runner_labels)
@@ -134,8 +135,8 @@ class StatefulSetOwners:
         return [pod] if pod is not None else []
 
     def synced(self, owner: JSON) -> bool:
-        want = (owner.get("spec") or {}).get("replicas")
-        have = (owner.get("status") or {}).get("replicas")
+        want = spec_of(owner).get("replicas")
+        have = status_of(owner).get("replicas")
         return int(have or 0) == (1 if want is None else int(want))
 
     async def delete(self, owner: JSON) -> None:
@@ -171,7 +172,7 @@ class RunnerSetReconciler:
         if p.is_deleting(rs):
             self.tokens.forget(rs["metadata"]["uid"])
             return None
-        spec = rs.get("spec") or {}
+        spec = spec_of(rs)
         if self.metrics is not None:
             self.metrics.runnerset_spec_replicas.labels(request.name, request.namespace).set(
                 replicas_of(spec)
@@ -227,7 +228,7 @@ class RunnerSetReconciler:
             return _soonest(synced.requeue(), token_refresh_in)
 
         def total(key: str) -> int:
-            return sum(int((s.owner.get("status") or {}).get(key) or 0) for s in current)
+            return sum(int(status_of(s.owner).get(key) or 0) for s in current)
 
         want = {
             "availableReplicas": total("currentReplicas"),
@@ -236,7 +237,7 @@ class RunnerSetReconciler:
             "desiredReplicas": params.desired,
             "replicas": total("replicas"),
         }
-        status = rs.get("status") or {}
+        status = status_of(rs)
         if any(status.get(k) != v for k, v in want.items()):
             await self.kube.patch_status(RUNNER_SETS, rs, {"status": want})
         return _soonest(synced.requeue(), token_refresh_in)

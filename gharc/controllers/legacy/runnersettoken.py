@@ -23,6 +23,7 @@ from gharc.controllers.legacy.resources import owner_ref
 from gharc.controllers.legacy.runner import credentials_secret
 from gharc.kube import errors
 from gharc.kube.client import KubeClient
+from gharc.kube.objects import spec_of
 from gharc.kube.resources import SECRETS
 
 JSON = dict[str, Any]
@@ -45,7 +46,7 @@ def reference_token_secret(pod: JSON, runner_set_name: str) -> bool:
     """Point the runner container's ``RUNNER_NAME`` and ``RUNNER_TOKEN`` at the pod's name and
     the RunnerSet's token Secret, unless the user set them. Only a runner container that names
     its scope (RUNNER_ENTERPRISE/REPO/ORG, as ARC's webhook requires) is touched."""
-    containers = list((pod.get("spec") or {}).get("containers") or [])
+    containers = list(spec_of(pod).get("containers") or [])
     ctr = next((x for x in containers if x.get("name") == c.CONTAINER_RUNNER), None)
     if ctr is None:
         return False
@@ -106,7 +107,7 @@ class RunnerSetTokens:
         return p.parse_time(p.annotations_of(secret).get(ANNOTATION_EXPIRES_AT))
 
     async def _refresh(self, rs: Mapping[str, Any]) -> dt.datetime:
-        meta, spec = rs["metadata"], rs.get("spec") or {}
+        meta, spec = rs["metadata"], spec_of(rs)
         client = await self.github.client(
             meta["namespace"], RunnerScope.from_spec(spec), credentials_secret(spec)
         )

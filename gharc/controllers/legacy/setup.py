@@ -30,6 +30,7 @@ from gharc.kube.builder import Builder
 from gharc.kube.client import KubeClient
 from gharc.kube.controller import Controller
 from gharc.kube.events import EventRecorder
+from gharc.kube.objects import meta as meta_of
 from gharc.kube.predicate import ResourceVersionChangedPredicate
 from gharc.kube.reconcile import Request
 from gharc.kube.resources import (
@@ -72,13 +73,13 @@ def setup_legacy_controllers(
     runner_informer = cache.informer(RUNNERS)
 
     def pod_to_replica_set(pod: JSON) -> Iterable[Request]:
-        meta = pod.get("metadata") or {}
+        meta = meta_of(pod)
         runner = runner_informer.store.get(meta.get("namespace"), meta.get("name"))
         owner = controller_name(runner, c.KIND_RUNNER_REPLICA_SET) if runner else None
         return [Request(str(meta.get("namespace")), owner)] if owner else []
 
     def pod_to_runner_set(pod: JSON) -> Iterable[Request]:
-        meta = pod.get("metadata") or {}
+        meta = meta_of(pod)
         name = (meta.get("labels") or {}).get(c.LABEL_RUNNER_SET_NAME)
         return [Request(str(meta.get("namespace")), str(name))] if name else []
 

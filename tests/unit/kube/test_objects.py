@@ -71,6 +71,8 @@ def test_metadata_readers() -> None:
         }
     }
     assert objects.is_deleting(obj) and not objects.is_deleting({"metadata": {}})
+    assert objects.deleting_since(obj) == dt.datetime(2024, 5, 1, 12, tzinfo=dt.UTC)
+    assert objects.deleting_since({"metadata": {}}) is None and objects.deleting_since({}) is None
     assert objects.has_finalizer(obj, "a/b") and not objects.has_finalizer({}, "a/b")
     labels = objects.labels_of(obj)
     labels["new"] = "x"  # a copy
@@ -113,28 +115,23 @@ def test_secret_data_is_decoded_with_string_data_on_top() -> None:
 
 GHARC = Path(objects.__file__).parents[1]
 
-#: Rules with one home, and where a copy may stand. "why" entries stay; "not yet moved"
-#: entries are copies in modules changed elsewhere at the time, to be moved to the home.
+#: Rules with one home, and where a copy may stand: the home, and copies with a "why" (a
+#: module that may not import the home).
 ONE_HOME = {
     # metav1.Time and other RFC 3339 times: gharc.kube.objects.parse_time
     r"fromisoformat\(": {
         "kube/objects.py": "the home",
         "api/schedule.py": "why: schedule times without an offset are local to a time zone",
         "github/auth.py": "why: gharc.github imports nothing of gharc",
-        "controllers/scaleset/ephemeralrunner.py": "not yet moved",
     },
-    # "being deleted": gharc.kube.objects.is_deleting
+    # "being deleted" and since when: gharc.kube.objects.is_deleting, deleting_since
     r'get\("deletionTimestamp"\)': {
         "kube/objects.py": "the home",
         "sim/kubelet.py": "why: gharc.sim imports only gharc.api",
-        "controllers/legacy/hra.py": "not yet moved",
-        "controllers/legacy/runnerpod.py": "not yet moved",
     },
     # the GitHub web host from an API or Enterprise URL: gharc.github.config.server_url
     r'(len|removesuffix)\("/api/v3"\)': {
         "github/config.py": "the home",
-        "controllers/main.py": "not yet moved",
-        "controllers/legacy/githubclients.py": "not yet moved",
     },
 }
 
