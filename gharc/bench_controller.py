@@ -24,7 +24,7 @@ import time
 from collections import Counter
 from typing import Any
 
-from gharc.kube.resources import EPHEMERAL_RUNNER_SETS, EPHEMERAL_RUNNERS
+from gharc.api.resources import EPHEMERAL_RUNNER_SETS, EPHEMERAL_RUNNERS
 from gharc.testing.world import scrape_samples
 
 __all__ = ["burst", "caller_calls", "failed_calls", "idle_latency", "make_runner_set"]

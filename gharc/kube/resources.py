@@ -14,27 +14,19 @@ from typing import Any
 from urllib.parse import quote
 
 __all__ = [
-    "AUTOSCALING_LISTENERS",
-    "AUTOSCALING_RUNNER_SETS",
     "CONFIG_MAPS",
     "CUSTOM_RESOURCE_DEFINITIONS",
-    "EPHEMERAL_RUNNERS",
-    "EPHEMERAL_RUNNER_SETS",
     "EVENTS",
     "EVENTS_V1",
-    "HORIZONTAL_RUNNER_AUTOSCALERS",
     "LEASES",
     "NAMESPACES",
     "PODS",
     "ROLES",
     "ROLE_BINDINGS",
-    "RUNNERS",
-    "RUNNER_DEPLOYMENTS",
-    "RUNNER_REPLICA_SETS",
-    "RUNNER_SETS",
     "SECRETS",
     "SERVICE_ACCOUNTS",
     "Resource",
+    "register",
     "resource_for",
 ]
 
@@ -132,20 +124,6 @@ CUSTOM_RESOURCE_DEFINITIONS = Resource(
     "apiextensions.k8s.io", "v1", "CustomResourceDefinition", "customresourcedefinitions", False
 )
 
-# gharc's own kinds (the CRD manifests live in gharc.api).
-_SCALESET = ("actions.github.com", "v1alpha1")
-AUTOSCALING_RUNNER_SETS = Resource.custom(*_SCALESET, "AutoscalingRunnerSet")
-EPHEMERAL_RUNNER_SETS = Resource.custom(*_SCALESET, "EphemeralRunnerSet")
-EPHEMERAL_RUNNERS = Resource.custom(*_SCALESET, "EphemeralRunner")
-AUTOSCALING_LISTENERS = Resource.custom(*_SCALESET, "AutoscalingListener")
-
-_LEGACY = ("actions.summerwind.dev", "v1alpha1")
-RUNNERS = Resource.custom(*_LEGACY, "Runner")
-RUNNER_REPLICA_SETS = Resource.custom(*_LEGACY, "RunnerReplicaSet")
-RUNNER_DEPLOYMENTS = Resource.custom(*_LEGACY, "RunnerDeployment")
-RUNNER_SETS = Resource.custom(*_LEGACY, "RunnerSet")
-HORIZONTAL_RUNNER_AUTOSCALERS = Resource.custom(*_LEGACY, "HorizontalRunnerAutoscaler")
-
 _KNOWN: dict[tuple[str, str], Resource] = {
     (r.api_version, r.kind): r
     for r in (
@@ -159,17 +137,18 @@ _KNOWN: dict[tuple[str, str], Resource] = {
         ROLE_BINDINGS,
         LEASES,
         CUSTOM_RESOURCE_DEFINITIONS,
-        AUTOSCALING_RUNNER_SETS,
-        EPHEMERAL_RUNNER_SETS,
-        EPHEMERAL_RUNNERS,
-        AUTOSCALING_LISTENERS,
-        RUNNERS,
-        RUNNER_REPLICA_SETS,
-        RUNNER_DEPLOYMENTS,
-        RUNNER_SETS,
-        HORIZONTAL_RUNNER_AUTOSCALERS,
     )
 }
+
+
+def register(*resources: Resource) -> None:
+    """Make an application's own kinds (its CRDs) known to :func:`resource_for`.
+
+    This module knows only Kubernetes' kinds; an application declares its own with its API
+    and registers them from there, so the client core stays free of any one application.
+    """
+    for r in resources:
+        _KNOWN[(r.api_version, r.kind)] = r
 
 
 def resource_for(api_version: str, kind: str) -> Resource:

@@ -16,11 +16,11 @@ import logging
 from collections.abc import AsyncIterator
 from typing import Any, Protocol
 
+from gharc.api.resources import EPHEMERAL_RUNNER_SETS, EPHEMERAL_RUNNERS
 from gharc.api.scaleset.constants import ANNOTATION_MESSAGE_SESSION_ID
 from gharc.kube.client import KubeClient
 from gharc.kube.errors import ApiError, Forbidden, NotFound
 from gharc.kube.objects import meta, spec_of, status_of
-from gharc.kube.resources import EPHEMERAL_RUNNER_SETS, EPHEMERAL_RUNNERS
 
 __all__ = ["KubePatchError", "KubePatcher", "RunnerNotFound", "RunnerSetPatcher", "job_status"]
 

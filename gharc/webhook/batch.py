@@ -32,10 +32,10 @@ from collections.abc import Awaitable, Callable, Iterator, Mapping, MutableSet, 
 from dataclasses import dataclass, field
 from typing import Any
 
+from gharc.api.resources import HORIZONTAL_RUNNER_AUTOSCALERS
 from gharc.kube.client import KubeClient
 from gharc.kube.errors import Conflict, NotFound
 from gharc.kube.objects import format_time, parse_time, spec_of
-from gharc.kube.resources import HORIZONTAL_RUNNER_AUTOSCALERS
 
 log = logging.getLogger(__name__)
 

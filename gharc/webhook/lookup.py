@@ -18,11 +18,11 @@ from typing import Any
 
 from gharc.api.legacy import constants as lc
 from gharc.api.legacy.duration import parse_go_duration
+from gharc.api.resources import HORIZONTAL_RUNNER_AUTOSCALERS, RUNNER_DEPLOYMENTS, RUNNER_SETS
 from gharc.kube.client import Reader
 from gharc.kube.errors import NotFound
 from gharc.kube.objects import is_deleting, spec_of
 from gharc.kube.objects import meta as meta_of
-from gharc.kube.resources import HORIZONTAL_RUNNER_AUTOSCALERS, RUNNER_DEPLOYMENTS, RUNNER_SETS
 
 DEFAULT_DURATION = dt.timedelta(minutes=10)
 SELF_HOSTED = "self-hosted"

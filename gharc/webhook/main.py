@@ -235,9 +235,9 @@ async def run_webhook_server(
 ) -> None:
     """Run until SIGTERM/SIGINT or ``manager.stop()``; ``on_server(manager, server)`` is
     called before the manager runs (tests read ``server.port`` after ``server.started``)."""
+    from gharc.api.resources import HORIZONTAL_RUNNER_AUTOSCALERS, RUNNER_DEPLOYMENTS, RUNNER_SETS
     from gharc.kube.client import KubeClient
     from gharc.kube.manager import Manager
-    from gharc.kube.resources import HORIZONTAL_RUNNER_AUTOSCALERS, RUNNER_DEPLOYMENTS, RUNNER_SETS
     from gharc.webhook.app import WebhookServer, github_visibility
     from gharc.webhook.body import BodyLimits
     from gharc.webhook.clients import OwnerClients

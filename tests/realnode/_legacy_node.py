@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 
 from gharc.api.legacy import constants as lc
+from gharc.api.resources import RUNNER_DEPLOYMENTS, RUNNER_REPLICA_SETS, RUNNER_SETS, RUNNERS
 from gharc.controllers.legacy.options import LegacyOptions
 from gharc.controllers.legacy.runnerset import STATEFUL_SETS
 from gharc.controllers.legacy.setup import setup_legacy_controllers
@@ -28,15 +29,7 @@ from gharc.github.auth import PersonalAccessToken
 from gharc.github.pool import ClientPool
 from gharc.kube.cache import Cache
 from gharc.kube.client import KubeClient
-from gharc.kube.resources import (
-    NAMESPACES,
-    PODS,
-    RUNNER_DEPLOYMENTS,
-    RUNNER_REPLICA_SETS,
-    RUNNER_SETS,
-    RUNNERS,
-    SECRETS,
-)
+from gharc.kube.resources import NAMESPACES, PODS, SECRETS
 from gharc.sim.github import DEFAULT_TOKEN, FakeGitHubServer
 from gharc.testing.realnode import NODE_IP, RealCluster
 from gharc.testing.setupmanager import SetupManager

@@ -20,14 +20,9 @@ import pytest
 from _legacy_node import LegacyNode, legacy_node
 
 from gharc.api.legacy import constants as lc
+from gharc.api.resources import RUNNER_DEPLOYMENTS, RUNNER_REPLICA_SETS, RUNNERS
 from gharc.kube.client import KubeClient
-from gharc.kube.resources import (
-    PODS,
-    RUNNER_DEPLOYMENTS,
-    RUNNER_REPLICA_SETS,
-    RUNNERS,
-    SECRETS,
-)
+from gharc.kube.resources import PODS, SECRETS
 from gharc.sim.github import DEFAULT_REPO
 from gharc.testing.realnode import RealCluster
 from gharc.testing.realnode_image import RUNNER_IMAGE

@@ -20,9 +20,10 @@ import pytest
 from _legacy_node import LegacyNode, legacy_node
 
 from gharc.api.legacy import constants as lc
+from gharc.api.resources import RUNNER_SETS
 from gharc.controllers.legacy.runnerset import PERSISTENT_VOLUME_CLAIMS, STATEFUL_SETS
 from gharc.kube.client import KubeClient
-from gharc.kube.resources import PODS, RUNNER_SETS, Resource
+from gharc.kube.resources import PODS, Resource
 from gharc.sim.github import DEFAULT_REPO
 from gharc.testing.realnode import RealCluster
 from gharc.testing.realnode_image import RUNNER_IMAGE

@@ -28,6 +28,12 @@ from typing import Any, Protocol
 
 from gharc.api import schedule
 from gharc.api.legacy import constants as lc
+from gharc.api.resources import (
+    HORIZONTAL_RUNNER_AUTOSCALERS,
+    RUNNER_DEPLOYMENTS,
+    RUNNER_SETS,
+    RUNNERS,
+)
 from gharc.controllers.legacy import capacity
 from gharc.controllers.legacy.hra_github import CredentialsUnavailable
 from gharc.controllers.legacy.hra_metrics import (
@@ -51,14 +57,7 @@ from gharc.kube.objects import format_time, is_deleting, parse_time, spec_of, st
 from gharc.kube.objects import meta as meta_of
 from gharc.kube.predicate import GenerationChangedPredicate, ResourceVersionChangedPredicate
 from gharc.kube.reconcile import Request, Result, TerminalError
-from gharc.kube.resources import (
-    HORIZONTAL_RUNNER_AUTOSCALERS,
-    PODS,
-    RUNNER_DEPLOYMENTS,
-    RUNNER_SETS,
-    RUNNERS,
-    Resource,
-)
+from gharc.kube.resources import PODS, Resource
 
 log = logging.getLogger(__name__)
 

@@ -19,6 +19,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from gharc.api.legacy import constants as c
+from gharc.api.resources import RUNNERS
 from gharc.controllers.legacy import pods as p
 from gharc.controllers.legacy.githubclients import LegacyGitHub, RunnerScope, ScopeError
 from gharc.controllers.legacy.options import LegacyOptions
@@ -35,7 +36,7 @@ from gharc.kube.events import NORMAL, WARNING, EventRecorder
 from gharc.kube.finalizers import add_finalizer, has_finalizer, remove_finalizer
 from gharc.kube.objects import spec_of, status_of
 from gharc.kube.reconcile import Request, Result
-from gharc.kube.resources import PODS, RUNNERS, SECRETS
+from gharc.kube.resources import PODS, SECRETS
 
 log = logging.getLogger(__name__)
 JSON = dict[str, Any]

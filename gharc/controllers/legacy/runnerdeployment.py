@@ -12,6 +12,7 @@ import copy
 from typing import Any
 
 from gharc.api.legacy import constants as c
+from gharc.api.resources import RUNNER_DEPLOYMENTS, RUNNER_REPLICA_SETS
 from gharc.controllers.legacy import pods as p
 from gharc.controllers.legacy.metrics import LegacyMetrics
 from gharc.controllers.legacy.options import LegacyOptions
@@ -24,7 +25,6 @@ from gharc.kube.expectations import Expectations
 from gharc.kube.objects import meta as meta_of
 from gharc.kube.objects import spec_of, status_of
 from gharc.kube.reconcile import Request, Result
-from gharc.kube.resources import RUNNER_DEPLOYMENTS, RUNNER_REPLICA_SETS
 
 JSON = dict[str, Any]
 

@@ -17,6 +17,7 @@ import logging
 from typing import Any
 
 from gharc.api.legacy import constants as c
+from gharc.api.resources import RUNNERS
 from gharc.controllers.legacy import pods as p
 from gharc.controllers.legacy.githubclients import LegacyGitHub, RunnerScope, ScopeError
 from gharc.controllers.legacy.gracefulstop import GracefulStop, annotate_once, find_runner_id
@@ -29,7 +30,7 @@ from gharc.kube.events import NORMAL, EventRecorder
 from gharc.kube.finalizers import remove_finalizer
 from gharc.kube.objects import deleting_since, has_finalizer, meta
 from gharc.kube.reconcile import Request, Result, TerminalError
-from gharc.kube.resources import PODS, RUNNERS
+from gharc.kube.resources import PODS
 
 log = logging.getLogger(__name__)
 JSON = dict[str, Any]

@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from gharc.api.legacy import constants as c
+from gharc.api.resources import RUNNER_REPLICA_SETS, RUNNERS
 from gharc.controllers.legacy import pods as p
 from gharc.controllers.legacy.options import LegacyOptions
 from gharc.controllers.legacy.podowner import (
@@ -21,7 +22,6 @@ from gharc.kube.client import KubeClient
 from gharc.kube.labels import Selector
 from gharc.kube.objects import spec_of, status_of
 from gharc.kube.reconcile import Request, Result
-from gharc.kube.resources import RUNNER_REPLICA_SETS, RUNNERS
 
 JSON = dict[str, Any]
 

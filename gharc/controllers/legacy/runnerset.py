@@ -20,6 +20,7 @@ import logging
 from typing import Any
 
 from gharc.api.legacy import constants as c
+from gharc.api.resources import RUNNER_SETS
 from gharc.controllers.legacy import pods as p
 from gharc.controllers.legacy.githubclients import LegacyGitHub, ScopeError
 from gharc.controllers.legacy.metrics import LegacyMetrics
@@ -44,7 +45,7 @@ from gharc.kube.client import KubeClient
 from gharc.kube.events import WARNING, EventRecorder
 from gharc.kube.objects import spec_of, status_of
 from gharc.kube.reconcile import Request, Result
-from gharc.kube.resources import RUNNER_SETS, Resource
+from gharc.kube.resources import Resource
 
 log = logging.getLogger(__name__)
 JSON = dict[str, Any]

@@ -16,6 +16,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from gharc.api.legacy import constants as c
+from gharc.api.resources import RUNNER_DEPLOYMENTS, RUNNER_REPLICA_SETS, RUNNER_SETS, RUNNERS
 from gharc.controllers.legacy.githubclients import LegacyGitHub
 from gharc.controllers.legacy.metrics import LegacyMetrics
 from gharc.controllers.legacy.options import LegacyOptions
@@ -33,13 +34,7 @@ from gharc.kube.events import EventRecorder
 from gharc.kube.objects import meta as meta_of
 from gharc.kube.predicate import ResourceVersionChangedPredicate
 from gharc.kube.reconcile import Request
-from gharc.kube.resources import (
-    PODS,
-    RUNNER_DEPLOYMENTS,
-    RUNNER_REPLICA_SETS,
-    RUNNER_SETS,
-    RUNNERS,
-)
+from gharc.kube.resources import PODS
 
 __all__ = ["LegacyControllers", "setup_legacy_controllers"]
 

@@ -22,6 +22,7 @@ from collections.abc import Callable, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from gharc.api.resources import AUTOSCALING_LISTENERS, AUTOSCALING_RUNNER_SETS
 from gharc.api.scaleset import constants as c
 from gharc.controllers.scaleset import inprocesslisteners as ih
 from gharc.controllers.scaleset import listenerresources as lr
@@ -44,15 +45,7 @@ from gharc.kube.objects import (
 )
 from gharc.kube.objects import meta as meta_of
 from gharc.kube.reconcile import Request, Result
-from gharc.kube.resources import (
-    AUTOSCALING_LISTENERS,
-    AUTOSCALING_RUNNER_SETS,
-    PODS,
-    ROLE_BINDINGS,
-    ROLES,
-    SECRETS,
-    SERVICE_ACCOUNTS,
-)
+from gharc.kube.resources import PODS, ROLE_BINDINGS, ROLES, SECRETS, SERVICE_ACCOUNTS
 from gharc.kube.store import copy_object
 from gharc.listener.host import HostedListenerStatus, ListenerHost
 

@@ -42,6 +42,11 @@ from typing import Any
 from pydantic import ValidationError
 
 from gharc.api import schedule
+from gharc.api.resources import (
+    AUTOSCALING_LISTENERS,
+    AUTOSCALING_RUNNER_SETS,
+    EPHEMERAL_RUNNER_SETS,
+)
 from gharc.api.scaleset import constants as c
 from gharc.api.scaleset.models import AutoscalingRunnerSetSpec
 from gharc.api.scaleset.scalesetname import scale_set_name_problem
@@ -71,16 +76,7 @@ from gharc.kube.handler import owner_reference
 from gharc.kube.objects import has_finalizer, is_deleting, spec_of, status_of
 from gharc.kube.objects import meta as meta_of
 from gharc.kube.reconcile import Request, Result
-from gharc.kube.resources import (
-    AUTOSCALING_LISTENERS,
-    AUTOSCALING_RUNNER_SETS,
-    EPHEMERAL_RUNNER_SETS,
-    ROLE_BINDINGS,
-    ROLES,
-    SECRETS,
-    SERVICE_ACCOUNTS,
-    Resource,
-)
+from gharc.kube.resources import ROLE_BINDINGS, ROLES, SECRETS, SERVICE_ACCOUNTS, Resource
 from gharc.kube.store import copy_object
 
 log = logging.getLogger(__name__)

@@ -22,9 +22,10 @@ from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
 
+from gharc.api.resources import EPHEMERAL_RUNNERS
 from gharc.api.scaleset import constants as c
 from gharc.kube.informer import compact
-from gharc.kube.resources import EPHEMERAL_RUNNERS, NODES, PODS, SERVICE_ACCOUNTS, Resource
+from gharc.kube.resources import NODES, PODS, SERVICE_ACCOUNTS, Resource
 
 __all__ = [
     "LISTENER_OBJECTS",

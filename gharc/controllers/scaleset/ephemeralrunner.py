@@ -30,6 +30,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from gharc.api.resources import EPHEMERAL_RUNNERS
 from gharc.api.scaleset import constants as c
 from gharc.controllers.scaleset import runnerresources as rr
 from gharc.controllers.scaleset.credentials import ClientResolver, ConfigurationError, GitHubTarget
@@ -50,7 +51,7 @@ from gharc.kube.finalizers import set_finalizers
 from gharc.kube.objects import format_time, parse_time, status_of
 from gharc.kube.predicate import ResourceVersionChangedPredicate
 from gharc.kube.reconcile import Request, Result
-from gharc.kube.resources import EPHEMERAL_RUNNERS, PODS, SECRETS
+from gharc.kube.resources import PODS, SECRETS
 
 log = logging.getLogger(__name__)
 

@@ -41,6 +41,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from gharc.api.resources import EPHEMERAL_RUNNER_SETS, EPHEMERAL_RUNNERS
 from gharc.api.scaleset import constants as c
 from gharc.controllers.scaleset import conditions as cond
 from gharc.controllers.scaleset import failedbackoff as fb
@@ -63,7 +64,7 @@ from gharc.kube.finalizers import add_finalizer, remove_finalizer
 from gharc.kube.objects import parse_time
 from gharc.kube.predicate import ResourceVersionChangedPredicate
 from gharc.kube.reconcile import Request, Result
-from gharc.kube.resources import EPHEMERAL_RUNNER_SETS, EPHEMERAL_RUNNERS, SECRETS
+from gharc.kube.resources import SECRETS
 from gharc.kube.store import BY_CONTROLLER_UID, index_by_controller_uid
 
 log = logging.getLogger(__name__)

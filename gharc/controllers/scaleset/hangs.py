@@ -25,12 +25,13 @@ from typing import Any
 
 from prometheus_client import Counter
 
+from gharc.api.resources import EPHEMERAL_RUNNERS
 from gharc.api.scaleset import constants as c
 from gharc.controllers.scaleset import runnerresources as rr
 from gharc.controllers.scaleset.events import WARNING, EventRecorder, emit
 from gharc.kube import errors as kerr
 from gharc.kube.client import KubeClient
-from gharc.kube.resources import EPHEMERAL_RUNNERS, PODS
+from gharc.kube.resources import PODS
 
 log = logging.getLogger(__name__)
 

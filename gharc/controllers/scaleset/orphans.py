@@ -33,6 +33,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from gharc.api.resources import EPHEMERAL_RUNNER_SETS, EPHEMERAL_RUNNERS
 from gharc.api.scaleset import constants as c
 from gharc.controllers.scaleset import runnerresources as rr
 from gharc.controllers.scaleset.credentials import ClientResolver, ConfigurationError, GitHubTarget
@@ -44,7 +45,6 @@ from gharc.github.actions import ActionsClient
 from gharc.kube.cache import Cache
 from gharc.kube.client import KubeClient
 from gharc.kube.objects import parse_time, spec_of
-from gharc.kube.resources import EPHEMERAL_RUNNER_SETS, EPHEMERAL_RUNNERS
 
 log = logging.getLogger(__name__)
 

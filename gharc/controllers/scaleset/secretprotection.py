@@ -19,12 +19,13 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
+from gharc.api.resources import AUTOSCALING_RUNNER_SETS
 from gharc.api.scaleset import constants as c
 from gharc.kube.client import KubeClient, Reader
 from gharc.kube.errors import NotFound
 from gharc.kube.finalizers import add_finalizer, remove_finalizer
 from gharc.kube.objects import has_finalizer, is_deleting, meta, spec_of
-from gharc.kube.resources import AUTOSCALING_RUNNER_SETS, SECRETS
+from gharc.kube.resources import SECRETS
 
 __all__ = ["SecretProtection"]
 

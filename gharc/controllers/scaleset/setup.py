@@ -21,6 +21,11 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from gharc.api.resources import (
+    AUTOSCALING_LISTENERS,
+    AUTOSCALING_RUNNER_SETS,
+    EPHEMERAL_RUNNER_SETS,
+)
 from gharc.api.scaleset import constants as c
 from gharc.controllers.scaleset import ephemeralrunner, ephemeralrunnerset, nodeloss, orphans
 from gharc.controllers.scaleset.autoscalinglistener import AutoscalingListenerReconciler
@@ -37,15 +42,7 @@ from gharc.kube.informer import EventHandlerFuncs
 from gharc.kube.objects import meta, spec_of
 from gharc.kube.predicate import ResourceVersionChangedPredicate
 from gharc.kube.reconcile import Request
-from gharc.kube.resources import (
-    AUTOSCALING_LISTENERS,
-    AUTOSCALING_RUNNER_SETS,
-    EPHEMERAL_RUNNER_SETS,
-    PODS,
-    ROLE_BINDINGS,
-    ROLES,
-    SERVICE_ACCOUNTS,
-)
+from gharc.kube.resources import PODS, ROLE_BINDINGS, ROLES, SERVICE_ACCOUNTS
 from gharc.listener.host import ListenerHost
 
 __all__ = [

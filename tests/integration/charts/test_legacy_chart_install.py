@@ -25,8 +25,9 @@ from kubernetes_asyncio import client
 from prometheus_client import CollectorRegistry
 
 from gharc.api.legacy import constants as lc
+from gharc.api.resources import HORIZONTAL_RUNNER_AUTOSCALERS, RUNNER_DEPLOYMENTS, RUNNERS
 from gharc.kube.client import KubeClient
-from gharc.kube.resources import HORIZONTAL_RUNNER_AUTOSCALERS, PODS, RUNNER_DEPLOYMENTS, RUNNERS
+from gharc.kube.resources import PODS
 from gharc.testing.arcdata import ArcDataMissing, arc_data_dir
 from gharc.testing.helm import LEGACY_CHART, Helm
 from gharc.testing.wait import eventually

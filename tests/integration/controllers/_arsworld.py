@@ -20,19 +20,16 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry
 
+from gharc.api.resources import (
+    AUTOSCALING_LISTENERS,
+    AUTOSCALING_RUNNER_SETS,
+    EPHEMERAL_RUNNER_SETS,
+)
 from gharc.api.scaleset import constants as c
 from gharc.controllers.main import ControllerArgs, run_controller
 from gharc.kube.client import KubeClient
 from gharc.kube.errors import NotFound
-from gharc.kube.resources import (
-    AUTOSCALING_LISTENERS,
-    AUTOSCALING_RUNNER_SETS,
-    EPHEMERAL_RUNNER_SETS,
-    EVENTS,
-    PODS,
-    SECRETS,
-    Resource,
-)
+from gharc.kube.resources import EVENTS, PODS, SECRETS, Resource
 from gharc.sim.github import FakeGitHubServer
 from gharc.testing.wait import eventually
 

@@ -16,6 +16,7 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry
 
+from gharc.api.resources import EPHEMERAL_RUNNER_SETS, EPHEMERAL_RUNNERS
 from gharc.api.scaleset import constants as c
 from gharc.controllers.scaleset import ephemeralrunner, ephemeralrunnerset
 from gharc.controllers.scaleset.credentials import ClientResolver
@@ -28,7 +29,7 @@ from gharc.kube.cache import Cache
 from gharc.kube.client import KubeClient
 from gharc.kube.controller import Controller
 from gharc.kube.objects import decode_secret_data
-from gharc.kube.resources import EPHEMERAL_RUNNER_SETS, EPHEMERAL_RUNNERS, PODS, SECRETS
+from gharc.kube.resources import PODS, SECRETS
 from gharc.sim.github import DEFAULT_REPO, FakeGitHubServer, Job, ScaleSet
 from gharc.testing.setupmanager import SetupManager
 from gharc.testing.wait import eventually

@@ -8,10 +8,10 @@ from typing import Any
 import pytest
 from _arsworld import SECRET_NAME, running_world
 
+from gharc.api.resources import AUTOSCALING_RUNNER_SETS
 from gharc.api.scaleset import constants as c
 from gharc.controllers.scaleset.autoscalingrunnerset import AutoscalingRunnerSetReconciler
 from gharc.kube.reconcile import Request, Result
-from gharc.kube.resources import AUTOSCALING_RUNNER_SETS
 from gharc.testing.wait import eventually
 
 

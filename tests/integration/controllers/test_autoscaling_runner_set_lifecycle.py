@@ -6,17 +6,13 @@ from typing import Any
 
 from _arsworld import SECRET_NAME, World, running_world
 
-from gharc.api.scaleset import constants as c
-from gharc.kube.resources import (
+from gharc.api.resources import (
     AUTOSCALING_LISTENERS,
     AUTOSCALING_RUNNER_SETS,
     EPHEMERAL_RUNNER_SETS,
-    PODS,
-    ROLE_BINDINGS,
-    ROLES,
-    SECRETS,
-    SERVICE_ACCOUNTS,
 )
+from gharc.api.scaleset import constants as c
+from gharc.kube.resources import PODS, ROLE_BINDINGS, ROLES, SECRETS, SERVICE_ACCOUNTS
 from gharc.testing.wait import eventually
 
 

@@ -19,10 +19,11 @@ from _arsworld import SECRET_NAME, World, running_world
 from _proxy import forward_proxy
 from kubernetes_asyncio import client
 
+from gharc.api.resources import AUTOSCALING_RUNNER_SETS
 from gharc.api.scaleset import constants as c
 from gharc.controllers.scaleset import conditions as cond
 from gharc.kube.client import KubeClient
-from gharc.kube.resources import AUTOSCALING_RUNNER_SETS, SECRETS
+from gharc.kube.resources import SECRETS
 
 pytestmark = [pytest.mark.cluster]
 

@@ -7,9 +7,10 @@ from collections.abc import AsyncIterator
 import pytest
 from _erworld import World, jit_data, world_fixture
 
+from gharc.api.resources import EPHEMERAL_RUNNER_SETS, EPHEMERAL_RUNNERS
 from gharc.api.scaleset import constants as c
 from gharc.kube.errors import NotFound
-from gharc.kube.resources import EPHEMERAL_RUNNER_SETS, EPHEMERAL_RUNNERS, PODS, SECRETS
+from gharc.kube.resources import PODS, SECRETS
 from gharc.testing.wait import eventually
 
 pytestmark = pytest.mark.cluster

@@ -15,12 +15,13 @@ from typing import Any
 import pytest
 from _erworld import World, jit_data, world_fixture
 
+from gharc.api.resources import EPHEMERAL_RUNNERS
 from gharc.api.scaleset import constants as c
 from gharc.controllers.scaleset.credentials import ClientResolver
 from gharc.controllers.scaleset.ephemeralrunner import EphemeralRunnerReconciler
 from gharc.kube import errors as kerr
 from gharc.kube.reconcile import Request
-from gharc.kube.resources import EPHEMERAL_RUNNERS, PODS, SECRETS, Resource
+from gharc.kube.resources import PODS, SECRETS, Resource
 from gharc.testing.wait import eventually
 
 pytestmark = pytest.mark.cluster

@@ -9,11 +9,11 @@ from collections.abc import AsyncIterator
 import pytest
 from _erworld import World, world_fixture
 
+from gharc.api.resources import EPHEMERAL_RUNNER_SETS
 from gharc.controllers.scaleset.credentials import ClientResolver
 from gharc.controllers.scaleset.ephemeralrunnerset import Buckets, EphemeralRunnerSetReconciler
 from gharc.kube import errors as kerr
 from gharc.kube.expectations import Expectations
-from gharc.kube.resources import EPHEMERAL_RUNNER_SETS
 
 pytestmark = pytest.mark.cluster
 

@@ -8,8 +8,8 @@ from collections.abc import AsyncIterator
 import pytest
 from _erworld import World, runner_template, world_fixture
 
+from gharc.api.resources import EPHEMERAL_RUNNER_SETS
 from gharc.controllers.scaleset.runnerresources import ANNOTATION_ACTIONABLE_REVISION
-from gharc.kube.resources import EPHEMERAL_RUNNER_SETS
 from gharc.testing.wait import eventually
 
 pytestmark = pytest.mark.cluster

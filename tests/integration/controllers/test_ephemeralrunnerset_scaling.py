@@ -8,8 +8,9 @@ from collections.abc import AsyncIterator
 import pytest
 from _erworld import World, world_fixture
 
+from gharc.api.resources import EPHEMERAL_RUNNER_SETS, EPHEMERAL_RUNNERS
 from gharc.kube.errors import NotFound
-from gharc.kube.resources import EPHEMERAL_RUNNER_SETS, EPHEMERAL_RUNNERS, PODS
+from gharc.kube.resources import PODS
 from gharc.sim.github import Job
 from gharc.testing.wait import consistently, eventually
 

@@ -14,7 +14,8 @@ from typing import Any
 
 from _arsworld import SECRET_NAME, World, running_world
 
-from gharc.kube.resources import EPHEMERAL_RUNNER_SETS, PODS, SECRETS
+from gharc.api.resources import EPHEMERAL_RUNNER_SETS
+from gharc.kube.resources import PODS, SECRETS
 from gharc.sim.github import DEFAULT_REPO
 from gharc.testing.wait import eventually
 

@@ -15,18 +15,12 @@ from typing import Any
 import pytest
 from _arsworld import SECRET_NAME, World, running_world
 
+from gharc.api.resources import AUTOSCALING_LISTENERS, EPHEMERAL_RUNNER_SETS
 from gharc.api.scaleset import constants as c
 from gharc.controllers.scaleset.options import ScaleSetOptions
 from gharc.kube.client import KubeClient
 from gharc.kube.errors import Forbidden, Invalid
-from gharc.kube.resources import (
-    AUTOSCALING_LISTENERS,
-    EPHEMERAL_RUNNER_SETS,
-    NAMESPACES,
-    PODS,
-    SECRETS,
-    SERVICE_ACCOUNTS,
-)
+from gharc.kube.resources import NAMESPACES, PODS, SECRETS, SERVICE_ACCOUNTS
 
 JSON = dict[str, Any]
 VICTIM_SECRET = "victim-6b5d8f7c-listener-config"

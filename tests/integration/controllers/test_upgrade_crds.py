@@ -21,15 +21,12 @@ from _arsworld import World, create_github_secret
 from prometheus_client import CollectorRegistry
 
 from gharc.api import crds
+from gharc.api.resources import AUTOSCALING_RUNNER_SETS, EPHEMERAL_RUNNER_SETS
 from gharc.api.scaleset import constants as c
 from gharc.controllers.main import ControllerArgs, run_controller
 from gharc.kube.client import KubeClient
 from gharc.kube.errors import NotFound
-from gharc.kube.resources import (
-    AUTOSCALING_RUNNER_SETS,
-    CUSTOM_RESOURCE_DEFINITIONS,
-    EPHEMERAL_RUNNER_SETS,
-)
+from gharc.kube.resources import CUSTOM_RESOURCE_DEFINITIONS
 from gharc.sim.github import FakeGitHubServer
 from gharc.testing.wait import eventually
 

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gharc.api.legacy import constants as lc
+from gharc.api.resources import HORIZONTAL_RUNNER_AUTOSCALERS, RUNNER_DEPLOYMENTS, RUNNERS
 from gharc.controllers.legacy import hra
 from gharc.controllers.legacy.hra_github import HRAClients
 from gharc.github.auth import PersonalAccessToken
@@ -19,7 +20,6 @@ from gharc.github.pool import ClientPool
 from gharc.kube.cache import Cache
 from gharc.kube.client import KubeClient
 from gharc.kube.controller import Controller
-from gharc.kube.resources import HORIZONTAL_RUNNER_AUTOSCALERS, RUNNER_DEPLOYMENTS, RUNNERS
 from gharc.sim.github import DEFAULT_REPO, FakeGitHubServer
 from gharc.testing.setupmanager import SetupManager
 from gharc.testing.wait import eventually

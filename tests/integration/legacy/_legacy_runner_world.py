@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from gharc.api.legacy import constants as c
+from gharc.api.resources import RUNNER_DEPLOYMENTS, RUNNER_REPLICA_SETS, RUNNER_SETS, RUNNERS
 from gharc.controllers.legacy.options import LegacyOptions
 from gharc.controllers.legacy.runnerset import STATEFUL_SETS
 from gharc.controllers.legacy.setup import setup_legacy_controllers
@@ -31,13 +32,7 @@ from gharc.github.pool import ClientPool
 from gharc.kube.cache import Cache
 from gharc.kube.client import KubeClient
 from gharc.kube.controller import Controller
-from gharc.kube.resources import (
-    PODS,
-    RUNNER_DEPLOYMENTS,
-    RUNNER_REPLICA_SETS,
-    RUNNER_SETS,
-    RUNNERS,
-)
+from gharc.kube.resources import PODS
 from gharc.sim.github import DEFAULT_ORG, DEFAULT_TOKEN, FakeGitHubServer
 from gharc.sim.github.state import Runner as FakeRunner
 from gharc.sim.kubelet import ContainerContext, KubeletSimulator

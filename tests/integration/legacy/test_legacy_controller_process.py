@@ -19,14 +19,10 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from gharc.api.legacy import constants as lc
+from gharc.api.resources import HORIZONTAL_RUNNER_AUTOSCALERS, RUNNER_DEPLOYMENTS, RUNNERS
 from gharc.controllers.main import parse_args, run_controller
 from gharc.kube.client import KubeClient
-from gharc.kube.resources import (
-    HORIZONTAL_RUNNER_AUTOSCALERS,
-    PODS,
-    RUNNER_DEPLOYMENTS,
-    RUNNERS,
-)
+from gharc.kube.resources import PODS
 from gharc.sim.github import DEFAULT_ORG, DEFAULT_REPO, FakeGitHubServer
 from gharc.sim.kubelet import KubeletSimulator
 from gharc.sim.programs import LegacyRunnerProgram, legacy_programs

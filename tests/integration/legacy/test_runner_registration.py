@@ -13,7 +13,8 @@ import pytest
 from _legacy_runner_world import World, until, world_fixture
 
 from gharc.api.legacy import constants as c
-from gharc.kube.resources import PODS, RUNNERS
+from gharc.api.resources import RUNNERS
+from gharc.kube.resources import PODS
 
 pytestmark = pytest.mark.cluster
 

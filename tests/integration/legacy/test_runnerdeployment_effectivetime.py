@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 from _legacy_runner_world import World, until, world_fixture
 
+from gharc.api.resources import RUNNER_DEPLOYMENTS
 from gharc.kube.objects import format_time as rfc3339
-from gharc.kube.resources import RUNNER_DEPLOYMENTS
 
 pytestmark = pytest.mark.cluster
 

@@ -11,7 +11,8 @@ import pytest
 from _legacy_runner_world import World, until, world_fixture
 
 from gharc.api.legacy import constants as c
-from gharc.kube.resources import PODS, RUNNER_DEPLOYMENTS, RUNNERS, SECRETS
+from gharc.api.resources import RUNNER_DEPLOYMENTS, RUNNERS
+from gharc.kube.resources import PODS, SECRETS
 from gharc.sim.github import DEFAULT_ORG
 
 pytestmark = pytest.mark.cluster

@@ -15,12 +15,13 @@ from typing import Any
 import pytest
 
 from gharc.api.legacy import constants as c
+from gharc.api.resources import RUNNER_DEPLOYMENTS, RUNNER_REPLICA_SETS
 from gharc.controllers.legacy.options import LegacyOptions
 from gharc.controllers.legacy.runnerdeployment import RunnerDeploymentReconciler
 from gharc.kube import errors as kerr
 from gharc.kube.client import KubeClient
 from gharc.kube.reconcile import Request
-from gharc.kube.resources import RUNNER_DEPLOYMENTS, RUNNER_REPLICA_SETS, Resource
+from gharc.kube.resources import Resource
 
 pytestmark = pytest.mark.cluster
 

@@ -18,8 +18,9 @@ import pytest
 from _legacy_runner_world import World, until, world_fixture
 
 from gharc.api.legacy import constants as c
+from gharc.api.resources import RUNNER_SETS
 from gharc.controllers.legacy.runnerset import PERSISTENT_VOLUME_CLAIMS, STATEFUL_SETS
-from gharc.kube.resources import PODS, RUNNER_SETS, SECRETS
+from gharc.kube.resources import PODS, SECRETS
 from gharc.sim.github import DEFAULT_REPO
 
 pytestmark = pytest.mark.cluster

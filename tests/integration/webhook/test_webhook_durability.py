@@ -20,8 +20,8 @@ import aiohttp
 import pytest
 
 from gharc.api.legacy import constants as lc
+from gharc.api.resources import HORIZONTAL_RUNNER_AUTOSCALERS, RUNNER_DEPLOYMENTS
 from gharc.kube.client import KubeClient
-from gharc.kube.resources import HORIZONTAL_RUNNER_AUTOSCALERS, RUNNER_DEPLOYMENTS
 from gharc.testing.wait import eventually
 from gharc.webhook.signature import sign
 

@@ -19,8 +19,8 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.parser import text_string_to_metric_families
 
 from gharc.api.legacy import constants as lc
+from gharc.api.resources import HORIZONTAL_RUNNER_AUTOSCALERS, RUNNER_DEPLOYMENTS
 from gharc.kube.client import KubeClient
-from gharc.kube.resources import HORIZONTAL_RUNNER_AUTOSCALERS, RUNNER_DEPLOYMENTS
 from gharc.testing.wait import eventually
 from gharc.webhook.main import WebhookArgs, parse_args, run_webhook_server
 from gharc.webhook.signature import sign

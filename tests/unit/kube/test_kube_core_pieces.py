@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 import gharc.kube
+from gharc.api.resources import EPHEMERAL_RUNNER_SETS, EPHEMERAL_RUNNERS
 from gharc.kube import errors
 from gharc.kube.handler import EnqueueRequestForOwner, owner_reference
 from gharc.kube.informer import EventHandlerFuncs, Informer
@@ -16,13 +17,7 @@ from gharc.kube.labels import Selector
 from gharc.kube.logging import JsonFormatter, log_context
 from gharc.kube.predicate import GenerationChangedPredicate, LabelSelectorPredicate, not_
 from gharc.kube.reconcile import Request
-from gharc.kube.resources import (
-    CONFIG_MAPS,
-    EPHEMERAL_RUNNER_SETS,
-    EPHEMERAL_RUNNERS,
-    NAMESPACES,
-    PODS,
-)
+from gharc.kube.resources import CONFIG_MAPS, NAMESPACES, PODS
 from gharc.kube.store import BY_OWNER_UID, Store, copy_object, index_by_owner_uid
 
 

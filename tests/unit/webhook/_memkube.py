@@ -7,8 +7,8 @@ import builtins
 import copy
 from typing import Any
 
+from gharc.api.resources import HORIZONTAL_RUNNER_AUTOSCALERS, RUNNER_DEPLOYMENTS
 from gharc.kube.errors import Conflict, NotFound
-from gharc.kube.resources import HORIZONTAL_RUNNER_AUTOSCALERS, RUNNER_DEPLOYMENTS
 
 
 class MemoryKube:

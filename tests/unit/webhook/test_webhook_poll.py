@@ -8,8 +8,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from gharc.api.resources import HORIZONTAL_RUNNER_AUTOSCALERS, RUNNER_DEPLOYMENTS
 from gharc.github.models import WorkflowJob, WorkflowRun
-from gharc.kube.resources import HORIZONTAL_RUNNER_AUTOSCALERS, RUNNER_DEPLOYMENTS
 from gharc.webhook.batch import BatchScaler
 from gharc.webhook.clients import OwnerClients
 from gharc.webhook.lookup import TargetLookup

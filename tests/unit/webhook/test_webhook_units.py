@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
+from gharc.api.resources import HORIZONTAL_RUNNER_AUTOSCALERS, RUNNER_DEPLOYMENTS, RUNNER_SETS
 from gharc.kube.errors import NotFound
-from gharc.kube.resources import HORIZONTAL_RUNNER_AUTOSCALERS, RUNNER_DEPLOYMENTS, RUNNER_SETS
 from gharc.webhook.batch import (
     ADDED,
     FINISHED,
