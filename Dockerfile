@@ -30,17 +30,35 @@ RUN /opt/gharc/bin/pip install --no-deps --no-build-isolation . \
  && /opt/gharc/bin/python -m compileall -q /opt/gharc \
  && /opt/gharc/bin/gharc controller --help >/dev/null \
  && /opt/gharc/bin/gharc listener --help >/dev/null
+# The product carries the product: the fake GitHub, the kubelet and runner simulators, the
+# test world, the demo and the benchmarks (gharc.sim, gharc.testing, gharc.demo*,
+# gharc.bench*) stay in the `sim` stage, which only the test world's runner image uses.
+RUN cp -a /opt/gharc /opt/product \
+ && cd /opt/product/lib/python3*/site-packages/gharc \
+ && rm -rf sim testing demo.py demo_legacy.py bench.py bench_controller.py bench_listeners.py \
+      __pycache__/demo.* __pycache__/demo_legacy.* __pycache__/bench.* __pycache__/bench_*
 
-FROM ${PYTHON_IMAGE}
+FROM ${PYTHON_IMAGE} AS runtime
 RUN groupadd --system --gid 1001 gharc \
  && useradd --system --uid 1001 --gid 1001 --home-dir /tmp --no-create-home \
       --shell /usr/sbin/nologin gharc
-COPY --from=build /opt/gharc /opt/gharc
 ENV PATH=/opt/gharc/bin:$PATH \
     PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \
     HOME=/tmp
-USER 1001:1001
 WORKDIR /tmp
 ENTRYPOINT ["gharc"]
 CMD ["controller"]
+
+# `docker build --target sim`: everything, for the simulated runner pods of the test world.
+FROM runtime AS sim
+COPY --from=build /opt/gharc /opt/gharc
+USER 1001:1001
+
+# The default target: what users run.
+FROM runtime
+COPY --from=build /opt/product /opt/gharc
+RUN gharc controller --help >/dev/null \
+ && gharc listener --help >/dev/null \
+ && gharc webhook-server --help >/dev/null
+USER 1001:1001

@@ -27,6 +27,30 @@ sim_app = typer.Typer(help="The local test world: fake GitHub, kubelet and runne
 app.add_typer(sim_app, name="sim")
 
 
+def _needs_test_world(command: str) -> None:
+    """The image leaves the test world out (gharc.sim, gharc.testing, the demo and the
+    benchmarks: see the Dockerfile), so say where these commands live instead of a
+    ModuleNotFoundError."""
+    import importlib.util
+
+    if (
+        importlib.util.find_spec("gharc.sim") is None
+        or importlib.util.find_spec("gharc.testing") is None
+    ):
+        typer.echo(
+            f"gharc {command}: not in this install. The gharc image carries the controller, "
+            "the listener and the webhook server only; run the test world from a source "
+            "checkout (pip install -e '.[sim]', or ./scripts/demo).",
+            err=True,
+        )
+        raise typer.Exit(2)
+
+
+@sim_app.callback()
+def _sim() -> None:
+    _needs_test_world("sim")
+
+
 @app.command()
 def version() -> None:
     """Print gharc's version."""
@@ -120,6 +144,7 @@ def demo(
     ),
 ) -> None:
     """Run the whole system locally: control plane, fake GitHub, controller, a workload."""
+    _needs_test_world("demo")
     from pathlib import Path
 
     from gharc.demo import DemoOptions, run
@@ -186,6 +211,7 @@ def bench(
     ),
 ) -> None:
     """Benchmark the whole system: pickup latency, runners and API calls per job, CPU, RSS."""
+    _needs_test_world("bench")
     from pathlib import Path
 
     if listener_mode not in ("InProcess", "Pod"):

@@ -5,8 +5,9 @@ Three images go into the node's containerd:
 - ``gharc`` itself, built from the project's ``Dockerfile`` (the file users build). Its
   ``PYTHON_IMAGE`` base is not pulled: a Debian rootfs made by ``debootstrap`` from the
   host's own apt mirror (python3, venv, CA certificates) is imported as that base;
-- the simulated runner: ``gharc`` with ``python -m gharc.testing.realnode_runner`` as its
-  entrypoint, so runner pods are real containers running the simulator's runner;
+- the simulated runner: the same Dockerfile's ``sim`` stage (the product image leaves the
+  simulators out) with ``python -m gharc.testing.realnode_runner`` as its entrypoint, so
+  runner pods are real containers running the simulator's runner;
 - the pod sandbox ("pause") image: a 20-line static C program, since containerd would
   otherwise pull one.
 
@@ -42,6 +43,7 @@ SUITE = "bookworm"
 BASE_PACKAGES = ("python3", "python3-venv", "python-is-python3", "ca-certificates")
 BASE_IMAGE = "localhost/gharc/debian-python:" + SUITE
 GHARC_IMAGE = "localhost/gharc/gharc:dev"
+SIM_IMAGE = "localhost/gharc/gharc-sim:dev"
 RUNNER_IMAGE = "localhost/gharc/sim-runner:dev"
 PAUSE_IMAGE = "localhost/gharc/pause:1"
 
@@ -229,10 +231,18 @@ def build_images(archive: Path | None = None) -> Path:
             env=env,
             log_to=blog,
         )
+        _run(  # the same Dockerfile's `sim` stage: the product plus the simulators
+            [
+                *("docker", "build", "--network=host", "--target=sim"),
+                *(f"--build-arg=PYTHON_IMAGE={BASE_IMAGE}", "-t", SIM_IMAGE, str(REPO_ROOT)),
+            ],
+            env=env,
+            log_to=blog,
+        )
         runner_dir = folder / "runner"
         runner_dir.mkdir()
         (runner_dir / "Dockerfile").write_text(
-            f"FROM {GHARC_IMAGE}\n"
+            f"FROM {SIM_IMAGE}\n"
             'ENTRYPOINT ["python", "-m", "gharc.testing.realnode_runner"]\nCMD []\n'
         )
         _run(["docker", "build", "-t", RUNNER_IMAGE, str(runner_dir)], env=env, log_to=blog)

@@ -28,6 +28,40 @@ def test_base_image_is_pinned_python_311_slim() -> None:
     # A tag names whatever was pushed last under it; the digest names one image.
     assert re.fullmatch(r"python:3\.11\.\d+-slim-\w+@sha256:[0-9a-f]{64}", base.group(1))
     assert DOCKERFILE.count("FROM ${PYTHON_IMAGE}") == 2, "multi-stage, same pinned base"
+    stages = re.findall(r"^FROM (\S+)", DOCKERFILE, re.MULTILINE)
+    assert set(stages) == {"${PYTHON_IMAGE}", "runtime"}, stages
+
+
+def test_the_default_target_leaves_the_test_world_out() -> None:
+    """``docker build .`` gives the product: the fake GitHub, simulators, test world, demo
+    and benchmarks are removed from what the last stage copies; the ``sim`` stage keeps
+    them for the test world's runner image."""
+    last = DOCKERFILE[DOCKERFILE.rindex("\nFROM ") :]
+    assert "COPY --from=build /opt/product /opt/gharc" in last
+    pruned = re.search(r"rm -rf ([^\n]+)", DOCKERFILE)
+    assert pruned
+    removed = set(pruned.group(1).split())
+    package = ROOT / "gharc"
+    test_world = {"sim", "testing"} | {
+        p.name for p in package.glob("*.py") if p.stem.startswith(("demo", "bench"))
+    }
+    assert test_world <= removed, test_world - removed
+    # ... and nothing the product runs imports them at start-up.
+    probe = (
+        "import importlib, pkgutil, sys\n"
+        "import gharc.cli\n"
+        "for pkg in ('api', 'controllers', 'github', 'kube', 'listener', 'webhook'):\n"
+        "    root = importlib.import_module('gharc.' + pkg)\n"
+        "    for m in pkgutil.walk_packages(root.__path__, root.__name__ + '.'):\n"
+        "        importlib.import_module(m.name)\n"
+        "print([m for m in sys.modules if m.startswith(('gharc.sim', 'gharc.testing', "
+        "'gharc.demo', 'gharc.bench'))])"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=60
+    )
+    assert out.stdout.strip() == "[]"
+    assert "--target=sim" in (package / "testing" / "realnode_image.py").read_text()
 
 
 def test_runs_as_the_non_root_user_the_chart_expects() -> None:

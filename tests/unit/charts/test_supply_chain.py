@@ -25,7 +25,7 @@ PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
 RUNTIME = [Requirement(r) for r in PYPROJECT["project"]["dependencies"]]
 EXTRAS = [
     Requirement(r)
-    for extra in ("dev", "demo")
+    for extra in ("dev", "demo", "sim")
     for r in PYPROJECT["project"]["optional-dependencies"][extra]
 ]
 
