@@ -12,7 +12,7 @@ from gharc.testing.chaos.measure import first_runner_after, outcome
 from gharc.testing.chaos.report import CaseResult
 from gharc.testing.worlds import WorldFactory, scale_set_id, wait_until
 
-__all__ = ["EVICTIONS", "evictions", "scale_set_deleted"]
+__all__ = ["DISRUPTIONS", "EVICTIONS", "evictions", "scale_set_deleted"]
 
 #: Enough jobs that the registrations the evictions spend stay within 5 % of them.
 EVICTIONS = Sizes(jobs=16, after=8, durations=(1.0, 3.0))
@@ -114,3 +114,6 @@ async def scale_set_deleted(
         doomed_jobs=len(doomed),
     )
     return result
+
+
+DISRUPTIONS = {"evictions": evictions, "scale-set-deleted": scale_set_deleted}
