@@ -20,8 +20,8 @@ from typing import Any
 
 from gharc.kube.client import KubeClient
 from gharc.kube.errors import Conflict, Invalid
+from gharc.kube.objects import finalizers_with, finalizers_without, meta
 from gharc.kube.objects import has_finalizer as has_finalizer  # re-export
-from gharc.kube.objects import meta
 from gharc.kube.resources import Resource
 
 __all__ = ["add_finalizer", "has_finalizer", "remove_finalizer", "set_finalizers"]
@@ -34,11 +34,13 @@ async def add_finalizer(
 ) -> Mapping[str, Any]:
     """Append ``finalizer`` (optimistically locked); returns the updated object, or ``obj``
     unchanged when it was already there. Raises Conflict if ``obj`` is stale."""
-    current = list(meta(obj).get("finalizers") or ())
-    if finalizer in current:
+    if has_finalizer(obj, finalizer):
         return obj
     return await client.merge_patch(
-        resource, obj, {"metadata": {"finalizers": [*current, finalizer]}}, optimistic_lock=True
+        resource,
+        obj,
+        {"metadata": {"finalizers": finalizers_with(obj, finalizer)}},
+        optimistic_lock=True,
     )
 
 
@@ -47,10 +49,9 @@ async def remove_finalizer(
 ) -> Mapping[str, Any]:
     """Remove ``finalizer`` (optimistically locked); returns the updated object (which may be
     gone already if it was the last finalizer of a deleted object), or ``obj`` unchanged."""
-    current = list(meta(obj).get("finalizers") or ())
-    if finalizer not in current:
+    if not has_finalizer(obj, finalizer):
         return obj
-    remaining = [f for f in current if f != finalizer]
+    remaining = finalizers_without(obj, finalizer)
     return await client.merge_patch(
         resource, obj, {"metadata": {"finalizers": remaining or None}}, optimistic_lock=True
     )

@@ -17,6 +17,8 @@ __all__ = [
     "annotations_of",
     "decode_secret_data",
     "deleting_since",
+    "finalizers_with",
+    "finalizers_without",
     "format_time",
     "has_finalizer",
     "is_deleting",
@@ -73,6 +75,20 @@ def deleting_since(obj: Mapping[str, Any]) -> dt.datetime | None:
 
 def has_finalizer(obj: Mapping[str, Any], finalizer: str) -> bool:
     return finalizer in (meta(obj).get("finalizers") or ())
+
+
+def finalizers_with(obj: Mapping[str, Any], *names: str) -> list[str]:
+    """``metadata.finalizers`` with each of ``names`` appended where missing: the list to
+    write back to add ours without dropping anybody else's (a merge patch replaces lists)."""
+    out = list(meta(obj).get("finalizers") or ())
+    out.extend(n for n in dict.fromkeys(names) if n not in out)
+    return out
+
+
+def finalizers_without(obj: Mapping[str, Any], *names: str) -> list[str]:
+    """``metadata.finalizers`` less ``names``, the others kept in order: the list to write
+    back to remove ours only."""
+    return [f for f in meta(obj).get("finalizers") or () if f not in names]
 
 
 # --- metav1.Time -------------------------------------------------------------------------

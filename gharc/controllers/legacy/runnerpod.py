@@ -28,7 +28,7 @@ from gharc.kube import errors
 from gharc.kube.client import KubeClient
 from gharc.kube.events import NORMAL, EventRecorder
 from gharc.kube.finalizers import remove_finalizer
-from gharc.kube.objects import deleting_since, has_finalizer, meta
+from gharc.kube.objects import deleting_since, finalizers_with, has_finalizer
 from gharc.kube.reconcile import Request, Result, TerminalError
 from gharc.kube.resources import PODS
 
@@ -75,12 +75,11 @@ class RunnerPodReconciler:
         kube_mode = c.ENV_CONTAINER_HOOKS in env
         if p.is_deleting(pod):
             return await self._deleting(pod, env, kube_mode)
-        finalizers = list(meta(pod).get("finalizers") or [])
         wanted = [c.FINALIZER_RUNNER_POD] + ([c.FINALIZER_LINKED_RESOURCES] if kube_mode else [])
-        missing = [f for f in wanted if f not in finalizers]
-        if missing:
+        if not all(has_finalizer(pod, f) for f in wanted):
+            finalizers = finalizers_with(pod, *wanted)
             await self.kube.merge_patch(
-                PODS, pod, {"metadata": {"finalizers": finalizers + missing}}, optimistic_lock=True
+                PODS, pod, {"metadata": {"finalizers": finalizers}}, optimistic_lock=True
             )
             return None
         client = await self._client(pod, env)

@@ -48,7 +48,13 @@ from gharc.kube.client import KubeClient
 from gharc.kube.controller import Controller
 from gharc.kube.expectations import Expectations
 from gharc.kube.finalizers import set_finalizers
-from gharc.kube.objects import format_time, parse_time, status_of
+from gharc.kube.objects import (
+    finalizers_with,
+    finalizers_without,
+    format_time,
+    parse_time,
+    status_of,
+)
 from gharc.kube.predicate import ResourceVersionChangedPredicate
 from gharc.kube.reconcile import Request, Result
 from gharc.kube.resources import PODS, SECRETS
@@ -368,14 +374,13 @@ class EphemeralRunnerReconciler:
     # -- finalizers and deletion ---------------------------------------------------------
 
     async def _ensure_finalizers(self, er: JSON) -> None:
-        finalizers = list(rr.meta(er).get("finalizers") or ())
-        for name in (c.FINALIZER_EPHEMERAL_RUNNER, c.FINALIZER_EPHEMERAL_RUNNER_REGISTRATION):
-            if name not in finalizers:
-                finalizers.append(name)
+        finalizers = finalizers_with(
+            er, c.FINALIZER_EPHEMERAL_RUNNER, c.FINALIZER_EPHEMERAL_RUNNER_REGISTRATION
+        )
         await set_finalizers(self.kube, EPHEMERAL_RUNNERS, er, finalizers)
 
     async def _drop_finalizer(self, er: JSON, *names: str) -> JSON:
-        finalizers = [f for f in rr.meta(er).get("finalizers") or () if f not in names]
+        finalizers = finalizers_without(er, *names)
         try:
             return await set_finalizers(self.kube, EPHEMERAL_RUNNERS, er, finalizers)
         except kerr.NotFound:

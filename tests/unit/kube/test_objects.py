@@ -74,6 +74,10 @@ def test_metadata_readers() -> None:
     assert objects.deleting_since(obj) == dt.datetime(2024, 5, 1, 12, tzinfo=dt.UTC)
     assert objects.deleting_since({"metadata": {}}) is None and objects.deleting_since({}) is None
     assert objects.has_finalizer(obj, "a/b") and not objects.has_finalizer({}, "a/b")
+    assert objects.finalizers_with(obj, "c/d", "a/b", "c/d") == ["a/b", "c/d"]
+    assert objects.finalizers_with({}, "c/d") == ["c/d"]
+    assert objects.finalizers_without(obj, "a/b") == [] and objects.finalizers_without({}) == []
+    assert obj["metadata"]["finalizers"] == ["a/b"]  # the object is left as it was
     labels = objects.labels_of(obj)
     labels["new"] = "x"  # a copy
     assert objects.labels_of(obj) == {"l": "1"}
