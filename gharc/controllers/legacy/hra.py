@@ -173,7 +173,7 @@ class HRAReconciler:
             selector = Selector.from_label_selector(spec.get("selector") or {})
             names_of: Resource = PODS
         else:
-            runner_spec = (spec.get("template") or {}).get("spec") or {}
+            runner_spec = spec_of(spec.get("template") or {})
             label = lc.LABEL_RUNNER_DEPLOYMENT_NAME
             sel = spec.get("selector")
             selector = (
