@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import time
 from dataclasses import dataclass
+from typing import Any
 
 from gharc.api.scaleset.constants import LABEL_SCALE_SET_NAME
 from gharc.sim.github.state import Job
@@ -70,6 +71,17 @@ async def under_way(world: World, jobs: list[Job]) -> None:
     )
 
 
+async def start_scale_sets(
+    world: World, namespace: str, sets: list[str], sizes: Sizes, **options: Any
+) -> None:
+    """Install ``sets`` (``options`` as :meth:`World.apply_scale_set` takes them), then wait
+    until each one's listener holds a message session: every case starts from there."""
+    for name in sets:
+        await world.apply_scale_set(namespace, name, max_runners=sizes.max_runners, **options)
+    for name in sets:
+        await world.wait_for_listener(name, timeout=90)
+
+
 def _sessions(world: World, sets: list[str]) -> dict[int, str]:
     ids = {scale_set_id(world, name) for name in sets}
     return {
@@ -94,10 +106,7 @@ async def leader_kill(factory: WorldFactory, namespace: str, sizes: Sizes = SMAL
         controller_env={"POD_NAME": "replica-a"},
     )
     sets = [f"lk-{i}" for i in range(sizes.scale_sets)]
-    for name in sets:
-        await world.apply_scale_set(ns, name, max_runners=sizes.max_runners)
-    for name in sets:
-        await world.wait_for_listener(name, timeout=90)
+    await start_scale_sets(world, ns, sets, sizes)
 
     async def a_leads() -> bool:
         return await leader(world, LEASE) == "replica-a"
@@ -145,10 +154,7 @@ async def listener_kill(factory: WorldFactory, namespace: str, sizes: Sizes = SM
         ns, poll_timeout=SHORT_POLL, controller_args=["--listener-mode=Pod"]
     )
     sets = [f"pk-{i}" for i in range(sizes.scale_sets)]
-    for name in sets:
-        await world.apply_scale_set(ns, name, max_runners=sizes.max_runners)
-    for name in sets:
-        await world.wait_for_listener(name, timeout=90)
+    await start_scale_sets(world, ns, sets, sizes)
     before = burst(world, sets, sizes.jobs, 300, sizes)
     await under_way(world, before)
     sessions_before = _sessions(world, sets)
@@ -285,10 +291,7 @@ async def poll_errors(factory: WorldFactory, namespace: str, sizes: Sizes = SMAL
     world = await factory.create(ns, poll_timeout=SHORT_POLL)
     gh = world.github
     sets = [f"pe-{i}" for i in range(sizes.scale_sets)]
-    for name in sets:
-        await world.apply_scale_set(ns, name, max_runners=sizes.max_runners)
-    for name in sets:
-        await world.wait_for_listener(name, timeout=90)
+    await start_scale_sets(world, ns, sets, sizes)
     before = burst(world, sets, sizes.jobs, 800, sizes)
     await under_way(world, before)
     sessions_before = _sessions(world, sets)
@@ -338,12 +341,7 @@ async def token_rotation(factory: WorldFactory, namespace: str, sizes: Sizes = S
     gh = world.github
     old_pat = gh.state.create_pat()
     sets = [f"tr-{i}" for i in range(sizes.scale_sets)]
-    for name in sets:
-        await world.apply_scale_set(
-            ns, name, max_runners=sizes.max_runners, secret="pat", token=old_pat
-        )
-    for name in sets:
-        await world.wait_for_listener(name, timeout=90)
+    await start_scale_sets(world, ns, sets, sizes, secret="pat", token=old_pat)
     before = burst(world, sets, sizes.jobs, 1000, sizes)
     await under_way(world, before)
     new_pat = gh.state.create_pat()
@@ -398,10 +396,7 @@ async def node_loss(factory: WorldFactory, namespace: str, sizes: Sizes = NODE_L
     )
     world.github.state.runner_lost_timeout = RUNNER_LOST_TIMEOUT
     sets = [f"nl-{i}" for i in range(sizes.scale_sets)]
-    for name in sets:
-        await world.apply_scale_set(ns, name, max_runners=sizes.max_runners)
-    for name in sets:
-        await world.wait_for_listener(name, timeout=90)
+    await start_scale_sets(world, ns, sets, sizes)
     before = burst(world, sets, sizes.jobs, 1200, sizes)
     await under_way(world, before)
     assert world.kubelet is not None

@@ -7,7 +7,14 @@ import time
 
 from gharc.api.scaleset.constants import GROUP, VERSION
 from gharc.sim.github.state import Job
-from gharc.testing.chaos.cases import RUNNER_LOST_TIMEOUT, SHORT_POLL, Sizes, burst, under_way
+from gharc.testing.chaos.cases import (
+    RUNNER_LOST_TIMEOUT,
+    SHORT_POLL,
+    Sizes,
+    burst,
+    start_scale_sets,
+    under_way,
+)
 from gharc.testing.chaos.measure import first_runner_after, outcome
 from gharc.testing.chaos.report import CaseResult
 from gharc.testing.worlds import WorldFactory, scale_set_id, wait_until
@@ -29,10 +36,7 @@ async def evictions(factory: WorldFactory, namespace: str, sizes: Sizes = EVICTI
     # GitHub fails a lost runner's job after about 10 minutes; seconds here.
     world.github.state.runner_lost_timeout = RUNNER_LOST_TIMEOUT
     sets = [f"ev-{i}" for i in range(sizes.scale_sets)]
-    for name in sets:
-        await world.apply_scale_set(ns, name, max_runners=sizes.max_runners)
-    for name in sets:
-        await world.wait_for_listener(name, timeout=90)
+    await start_scale_sets(world, ns, sets, sizes)
     before = burst(world, sets, sizes.jobs, 1400, sizes)
     await under_way(world, before)
     assert world.kubelet is not None
@@ -77,10 +81,7 @@ async def scale_set_deleted(
     world = await factory.create(ns, poll_timeout=SHORT_POLL)
     world.github.state.runner_lost_timeout = RUNNER_LOST_TIMEOUT
     keep, gone = "sd-keep", "sd-gone"
-    for name in (keep, gone):
-        await world.apply_scale_set(ns, name, max_runners=sizes.max_runners)
-    for name in (keep, gone):
-        await world.wait_for_listener(name, timeout=90)
+    await start_scale_sets(world, ns, [keep, gone], sizes)
     gone_id = scale_set_id(world, gone)
     doomed = burst(world, [gone], sizes.max_runners, 1600, Sizes(durations=DELETED_JOB_SECONDS))
     before = burst(world, [keep], sizes.jobs, 1700, sizes)

@@ -13,7 +13,7 @@ import time
 
 from gharc.api.scaleset import constants as c
 from gharc.sim.github.state import Job, Runner
-from gharc.testing.chaos.cases import SHORT_POLL, SMALL, Sizes
+from gharc.testing.chaos.cases import SHORT_POLL, SMALL, Sizes, start_scale_sets
 from gharc.testing.chaos.measure import first_acquired_after, outcome, wait_for_jobs
 from gharc.testing.chaos.report import CaseResult
 from gharc.testing.world import GROUP, VERSION, World
@@ -125,10 +125,7 @@ async def hung_runner(factory: WorldFactory, namespace: str, sizes: Sizes = SMAL
     world = await factory.create(ns, poll_timeout=SHORT_POLL, controller_args=HANG_ARGS)
     program = world.runner_program
     sets = [f"hr-{i}" for i in range(sizes.scale_sets)]
-    for name in sets:
-        await world.apply_scale_set(ns, name, max_runners=sizes.max_runners)
-    for name in sets:
-        await world.wait_for_listener(name, timeout=90)
+    await start_scale_sets(world, ns, sets, sizes)
     jobs: list[Job] = []
     for i, name in enumerate(sets):
         jobs += enqueue_jobs(world, [name], sizes.jobs, durations=sizes.durations, seed=1400 + i)
@@ -192,10 +189,7 @@ async def scale_set_not_found(
     world = await factory.create(ns, poll_timeout=SHORT_POLL, controller_args=args)
     gh = world.github
     sets = [f"nf-{i}" for i in range(sizes.scale_sets)]
-    for name in sets:
-        await world.apply_scale_set(ns, name, max_runners=sizes.max_runners)
-    for name in sets:
-        await world.wait_for_listener(name, timeout=90)
+    await start_scale_sets(world, ns, sets, sizes)
     jobs: list[Job] = []
     for i, name in enumerate(sets):
         jobs += enqueue_jobs(world, [name], sizes.jobs, durations=sizes.durations, seed=1600 + i)
