@@ -815,26 +815,8 @@ class EphemeralRunnerReconciler:
         new = uid not in failures
         if new:
             failures[uid] = format_time(now())
-            er = await self.kube.patch_status(
-                EPHEMERAL_RUNNERS,
-                er,
-                {
-                    "status": {
-                        "failures": failures,
-                        "phase": c.PHASE_PENDING,
-                        "ready": False,
-                        "reason": verdict.reason,
-                        "message": verdict.message,
-                    }
-                },
-                optimistic_lock=True,
-            )
-        if len(failures) > self.options.runner_max_failures:
-            await self._mark_failed(
-                er,
-                c.REASON_TOO_MANY_POD_FAILURES,
-                f"the runner pod failed {len(failures)} times; last: {verdict.message}",
-            )
+            er = await self._record_failures(er, failures, verdict.reason, verdict.message)
+        if await self._failed_too_often(er, failures, verdict.message):
             return None
         # The pod's runner may have redeemed the JIT config, which is single-use: the next
         # pod gets a fresh registration (the missing secret makes ``_ensure_jit_secret``
@@ -917,26 +899,8 @@ class EphemeralRunnerReconciler:
         failures = dict(rr.status_of(er).get("failures") or {})
         failures.setdefault(f"lost-runner-{rid}", format_time(now()))
         message = f"pod {c.runner_pod_name(name)} of runner {rid} is gone"
-        er = await self.kube.patch_status(
-            EPHEMERAL_RUNNERS,
-            er,
-            {
-                "status": {
-                    "failures": failures,
-                    "phase": c.PHASE_PENDING,
-                    "ready": False,
-                    "reason": "PodLost",
-                    "message": message,
-                }
-            },
-            optimistic_lock=True,
-        )
-        if len(failures) > self.options.runner_max_failures:
-            await self._mark_failed(
-                er,
-                c.REASON_TOO_MANY_POD_FAILURES,
-                f"the runner pod failed {len(failures)} times; last: {message}",
-            )
+        er = await self._record_failures(er, failures, "PodLost", message)
+        if await self._failed_too_often(er, failures, message):
             return None
         wait = self._backoff(len(failures))
         await emit(
@@ -949,6 +913,38 @@ class EphemeralRunnerReconciler:
             f"{self.options.runner_max_failures})",
         )
         return Result(requeue=True)
+
+    async def _record_failures(
+        self, er: JSON, failures: dict[str, str], reason: str, message: str
+    ) -> JSON:
+        """Behaviours B2: store the pod failures counted so far and why the runner is back to
+        Pending (optimistic lock: a concurrent count must not be overwritten)."""
+        updated: JSON = await self.kube.patch_status(
+            EPHEMERAL_RUNNERS,
+            er,
+            {
+                "status": {
+                    "failures": failures,
+                    "phase": c.PHASE_PENDING,
+                    "ready": False,
+                    "reason": reason,
+                    "message": message,
+                }
+            },
+            optimistic_lock=True,
+        )
+        return updated
+
+    async def _failed_too_often(self, er: JSON, failures: dict[str, str], last: str) -> bool:
+        """Past ``runner_max_failures`` the runner is Failed for good (B2's limit)."""
+        if len(failures) <= self.options.runner_max_failures:
+            return False
+        await self._mark_failed(
+            er,
+            c.REASON_TOO_MANY_POD_FAILURES,
+            f"the runner pod failed {len(failures)} times; last: {last}",
+        )
+        return True
 
     async def _mark_failed(self, er: JSON, reason: str, message: str) -> None:
         """Phase Failed for good: the runner will not come back, so its registration goes."""
