@@ -13,7 +13,14 @@ import time
 
 from gharc.api.scaleset import constants as c
 from gharc.sim.github.state import Job, Runner
-from gharc.testing.chaos.cases import SHORT_POLL, SMALL, Sizes, start_scale_sets
+from gharc.testing.chaos.cases import (
+    SHORT_POLL,
+    SMALL,
+    Sizes,
+    burst,
+    start_scale_sets,
+    under_way,
+)
 from gharc.testing.chaos.measure import first_acquired_after, outcome, wait_for_jobs
 from gharc.testing.chaos.report import CaseResult
 from gharc.testing.world import GROUP, VERSION, World
@@ -126,18 +133,10 @@ async def hung_runner(factory: WorldFactory, namespace: str, sizes: Sizes = SMAL
     program = world.runner_program
     sets = [f"hr-{i}" for i in range(sizes.scale_sets)]
     await start_scale_sets(world, ns, sets, sizes)
-    jobs: list[Job] = []
-    for i, name in enumerate(sets):
-        jobs += enqueue_jobs(world, [name], sizes.jobs, durations=sizes.durations, seed=1400 + i)
-    await wait_until(
-        lambda: sum(j.status == "completed" for j in jobs) * 3 >= len(jobs),
-        120,
-        "the burst to be under way",
-        world=world,
-    )
+    jobs: list[Job] = burst(world, sets, sizes.jobs, 1400, sizes)
+    await under_way(world, jobs)
     program.hang_after_jobs = 2
-    for i, name in enumerate(sets):
-        jobs += enqueue_jobs(world, [name], sizes.after, durations=sizes.durations, seed=1500 + i)
+    jobs += burst(world, sets, sizes.after, 1500, sizes)
     error = ""
     try:
         await wait_until(lambda: program.hung >= 2, 120, "two runners to hang", world=world)
@@ -190,15 +189,8 @@ async def scale_set_not_found(
     gh = world.github
     sets = [f"nf-{i}" for i in range(sizes.scale_sets)]
     await start_scale_sets(world, ns, sets, sizes)
-    jobs: list[Job] = []
-    for i, name in enumerate(sets):
-        jobs += enqueue_jobs(world, [name], sizes.jobs, durations=sizes.durations, seed=1600 + i)
-    await wait_until(
-        lambda: sum(j.status == "completed" for j in jobs) * 3 >= len(jobs),
-        120,
-        "the burst to be under way",
-        world=world,
-    )
+    jobs: list[Job] = burst(world, sets, sizes.jobs, 1600, sizes)
+    await under_way(world, jobs)
     gh.add_fault(
         "status",
         route=SESSION_CREATE,
@@ -209,9 +201,7 @@ async def scale_set_not_found(
     )
     t_fault = time.time()
     gh.state.drop_sessions()
-    after: list[Job] = []
-    for i, name in enumerate(sets):
-        after += enqueue_jobs(world, [name], sizes.after, durations=sizes.durations, seed=1700 + i)
+    after = burst(world, sets, sizes.after, 1700, sizes)
     phases: set[str] = set()
     failures = 0
     while time.time() < t_fault + NOT_FOUND_SECONDS:
