@@ -32,7 +32,8 @@ class ScaleSetOptions:
     listener_image_pull_secrets: tuple[str, ...] = ()
     listener_metrics_addr: str = ":8080"
     listener_metrics_endpoint: str = "/metrics"
-    log_level: str = "info"
+    log_level: str = "debug"
+    """``--log-level``: ARC's and the chart's default (``debug``), given to listeners."""
     log_format: str = "text"
     exclude_label_propagation_prefixes: tuple[str, ...] = ()
     runner_max_concurrent_reconciles: int = 32

@@ -131,7 +131,7 @@ def test_config_json_has_arcs_keys() -> None:
         "runner_scale_set_id": 42,
         "runner_scale_set_name": "arc",
         "server_root_ca": "PEM",
-        "log_level": "info",
+        "log_level": "debug",
         "log_format": "text",
         "metrics_addr": ":8080",
         "metrics_endpoint": "/metrics",
