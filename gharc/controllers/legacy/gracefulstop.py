@@ -80,23 +80,26 @@ class GracefulStop:
         name = str(pod["metadata"]["name"])
         if c.ANNOTATION_UNREGISTRATION_COMPLETE_TIMESTAMP in ann:
             return pod, None  # 1
-        stopped = p.is_stopped(pod)
+        exited = p.is_stopped(pod)
+        # Rule 6 is for a runner that exited after its job; one stopped by this pod's
+        # deletion went offline and is still registered.
+        deregistered = exited and not p.stopped_by_deletion(pod)
         runner_id: int | None = None
         if ann.get(c.ANNOTATION_RUNNER_ID, "").isdigit():
             runner_id = int(ann[c.ANNOTATION_RUNNER_ID])
-        elif not stopped:
+        elif not deregistered:
             runner_id = await find_runner_id(client, name)
         now = self.options.clock()
         timed_out = p.registration_timed_out(pod, now, self.options.registration_timeout)
         pending = p.phase(pod) == "Pending"
         if runner_id is None:
-            if not stopped and not timed_out and not pending:
+            if not exited and not timed_out and not pending:
                 log.info("pod %s: waiting for the runner to register before unregistering", name)
                 return pod, self._retry()  # 2
             return pod, None  # 3, 4, 5: nothing registered, nothing to remove
-        if stopped:
+        if deregistered:
             return pod, None  # 6: an exited runner has de-registered itself (B5)
-        if c.ANNOTATION_RUNNER_COMPLETION_WAIT_START_TIMESTAMP in ann:
+        if c.ANNOTATION_RUNNER_COMPLETION_WAIT_START_TIMESTAMP in ann and not exited:
             ephemeral = (p.runner_env(pod) or {}).get(c.ENV_RUNNER_EPHEMERAL) == "true"
             if not ephemeral or not p.runner_container_terminated_before(pod):
                 return pod, self._retry()  # 7

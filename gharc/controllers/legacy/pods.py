@@ -17,6 +17,7 @@ from gharc.kube.objects import annotations_of as annotations_of  # re-export
 from gharc.kube.objects import format_time as format_time  # re-export
 from gharc.kube.objects import is_deleting as is_deleting  # re-export
 from gharc.kube.objects import labels_of as labels_of  # re-export
+from gharc.kube.objects import meta as meta_of
 from gharc.kube.objects import parse_time as parse_time  # re-export
 from gharc.kube.objects import spec_of, status_of
 
@@ -37,6 +38,31 @@ def runner_container_terminated(pod: Mapping[str, Any]) -> bool:
 def runner_container_terminated_before(pod: Mapping[str, Any]) -> bool:
     """The runner container exited once and was restarted (``lastState.terminated``)."""
     return bool((_runner_status(pod).get("lastState") or {}).get("terminated"))
+
+
+def stopped_by_deletion(pod: Mapping[str, Any]) -> bool:
+    """The pod is being deleted and its runner container did not exit before that.
+
+    Rule 6 trusts a stopped runner to have de-registered itself, which holds for a runner
+    that exited after its job. A deletion races it: the kubelet stops the containers while
+    our finalizer still holds the pod, and a runner stopped idle (SIGTERM) only goes
+    offline, keeping its registration. A pod deleted from under its runner (the garbage
+    collector after a RunnerSet's deletion, a user's ``kubectl delete``) must still be
+    unregistered, whichever of the kubelet and graceful stop gets there first.
+    """
+    deleting = parse_time(meta_of(pod).get("deletionTimestamp"))
+    if deleting is None:
+        return False
+    grace = meta_of(pod).get("deletionGracePeriodSeconds") or 0
+    requested = deleting - dt.timedelta(seconds=int(grace))  # a pod's timestamp is its deadline
+    runner = _runner_status(pod)
+    if not runner:
+        return False  # the runner never started: nothing was registered
+    terminated = (runner.get("state") or {}).get("terminated") or {}
+    finished = parse_time(terminated.get("finishedAt"))
+    # Timestamps have 1 s resolution: the same second counts as stopped by the deletion
+    # (at worst one RemoveRunner answered 404).
+    return finished is None or finished >= requested.replace(microsecond=0)
 
 
 def is_stopped(pod: Mapping[str, Any]) -> bool:
