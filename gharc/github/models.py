@@ -1,8 +1,10 @@
 """Wire models for the Actions service (camelCase) and GitHub REST (snake_case).
 
-Models accept the field names GitHub sends (aliases) and Python names alike
-(``populate_by_name``) and ignore unknown fields, so a new server field never breaks a
-listener. ``model_dump(by_alias=True)`` gives the wire form back.
+Models accept the field names GitHub sends (aliases) and Python names alike and ignore
+unknown fields, so a new server field never breaks a listener. ``wire()`` (and
+``model_dump(by_alias=True)``) gives the wire form back. They are plain dataclasses read by
+:mod:`gharc.github.datamodel`, not pydantic models: a pod-mode listener parses these and
+nothing else, and pydantic cost it about 12 MiB of RSS.
 
 Actions service models read a missing or ``null`` field as its zero value (``0``, ``""``,
 ``[]``), as GitHub's own Go clients do with ``encoding/json``: the service leaves fields out
@@ -11,62 +13,47 @@ client that rejects such a message stalls on it. A queue message whose body stil
 read is marked :attr:`RunnerScaleSetMessage.malformed`, keeping its id so that the listener
 can delete it instead of having it redelivered forever.
 
-Validation errors never repeat their input (``hide_input_in_errors``): a malformed answer
-would otherwise put part of a queue token, JIT config or registration token into a log line,
-an event or a status message.
+Validation errors never repeat their input: a malformed answer would otherwise put part of
+a queue token, JIT config or registration token into a log line, an event or a status
+message.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Annotated, Any, Literal
+from typing import Any, Literal
 
-from pydantic import (
-    AliasChoices,
-    BaseModel,
-    ConfigDict,
-    Field,
-    TypeAdapter,
-    ValidationError,
-    model_validator,
-)
-from pydantic.alias_generators import to_camel
+from gharc.github.datamodel import DataModel, Rule, ValidationError, _Invalid, to_camel
 
 log = logging.getLogger("gharc.github.models")
 
 
-class _Camel(BaseModel):
-    model_config = ConfigDict(
-        alias_generator=to_camel, populate_by_name=True, extra="ignore", hide_input_in_errors=True
-    )
-
-    @model_validator(mode="before")
-    @classmethod
-    def _null_is_zero(cls, data: Any) -> Any:
-        """``null`` means "not set": the field's default (its zero value) applies."""
-        if isinstance(data, dict):
-            return {k: v for k, v in data.items() if v is not None}
-        return data
+class _Camel(DataModel):
+    ALIAS = to_camel
+    NULL_IS_DEFAULT = True  # ``null`` means "not set": the field's default (its zero value)
 
     def wire(self) -> dict[str, Any]:
         """The JSON body GitHub expects: camelCase, unset optional fields left out."""
-        return self.model_dump(by_alias=True, exclude_none=True, mode="json")
+        return self.model_dump(by_alias=True, exclude_none=True)
 
 
-class _Snake(BaseModel):
-    model_config = ConfigDict(populate_by_name=True, extra="ignore", hide_input_in_errors=True)
+class _Snake(DataModel):
+    pass
 
 
 # ---- Actions service -------------------------------------------------------------------
 
 
+@dataclass(kw_only=True)
 class Label(_Camel):
     name: str
     type: str = "System"
 
 
+@dataclass(kw_only=True)
 class RunnerSetting(_Camel):
     """A scale set's runner settings. Sent: ``disableUpdate`` alone, as GitHub's current
     client (``actions/scaleset``) sends it; ``ephemeral`` and ``isElastic`` are only read
@@ -77,6 +64,7 @@ class RunnerSetting(_Camel):
     is_elastic: bool | None = None
 
 
+@dataclass(kw_only=True)
 class RunnerScaleSetStatistic(_Camel):
     total_available_jobs: int = 0
     total_acquired_jobs: int = 0
@@ -87,57 +75,53 @@ class RunnerScaleSetStatistic(_Camel):
     total_idle_runners: int = 0
 
 
+@dataclass(kw_only=True)
 class RunnerGroup(_Camel):
     id: int
     name: str
     size: int = 0
-    is_default: bool = Field(
-        default=False,
-        validation_alias=AliasChoices("isDefaultGroup", "is_default"),
-        serialization_alias="isDefaultGroup",
-    )
+    is_default: bool = field(default=False, metadata=Rule(alias="isDefaultGroup").meta)
 
 
+@dataclass(kw_only=True)
 class RunnerScaleSet(_Camel):
     id: int | None = None
     name: str | None = None
     runner_group_id: int | None = None
     runner_group_name: str | None = None
-    labels: list[Label] = Field(default_factory=list)
-    runner_setting: RunnerSetting | None = Field(
-        default=None,
-        validation_alias=AliasChoices("runnerSetting", "RunnerSetting", "runner_setting"),
-        serialization_alias="runnerSetting",
+    labels: list[Label] = field(default_factory=list)
+    runner_setting: RunnerSetting | None = field(
+        default=None, metadata=Rule(also=("RunnerSetting",)).meta
     )
     created_on: datetime | None = None
     runner_jit_config_url: str | None = None
     statistics: RunnerScaleSetStatistic | None = None
 
 
+@dataclass(kw_only=True)
 class RunnerScaleSetSession(_Camel):
     session_id: str
     owner_name: str | None = None
     runner_scale_set: RunnerScaleSet | None = None
     message_queue_url: str
-    message_queue_access_token: str = Field(repr=False)
+    message_queue_access_token: str = field(repr=False)
     statistics: RunnerScaleSetStatistic | None = None
 
 
+@dataclass(kw_only=True)
 class RunnerReference(_Camel):
     id: int
     name: str
     runner_scale_set_id: int = 0
 
 
+@dataclass(kw_only=True)
 class RunnerScaleSetJitRunnerConfig(_Camel):
     runner: RunnerReference
-    encoded_jit_config: str = Field(
-        alias="encodedJITConfig",
-        validation_alias=AliasChoices("encodedJITConfig", "encoded_jit_config"),
-        repr=False,
-    )
+    encoded_jit_config: str = field(repr=False, metadata=Rule(alias="encodedJITConfig").meta)
 
 
+@dataclass(kw_only=True)
 class _JobBase(_Camel):
     runner_request_id: int = 0
     repository_name: str = ""
@@ -147,28 +131,32 @@ class _JobBase(_Camel):
     job_display_name: str = ""
     workflow_run_id: int = 0
     event_name: str = ""
-    request_labels: list[str] = Field(default_factory=list)
+    request_labels: list[str] = field(default_factory=list)
     queue_time: datetime | None = None
     scale_set_assign_time: datetime | None = None
     runner_assign_time: datetime | None = None
     finish_time: datetime | None = None
 
 
+@dataclass(kw_only=True)
 class JobAvailable(_JobBase):
     message_type: Literal["JobAvailable"] = "JobAvailable"
     acquire_job_url: str = ""
 
 
+@dataclass(kw_only=True)
 class JobAssigned(_JobBase):
     message_type: Literal["JobAssigned"] = "JobAssigned"
 
 
+@dataclass(kw_only=True)
 class JobStarted(_JobBase):
     message_type: Literal["JobStarted"] = "JobStarted"
     runner_id: int = 0
     runner_name: str = ""
 
 
+@dataclass(kw_only=True)
 class JobCompleted(_JobBase):
     message_type: Literal["JobCompleted"] = "JobCompleted"
     result: str = ""
@@ -176,12 +164,16 @@ class JobCompleted(_JobBase):
     runner_name: str = ""
 
 
-JobMessage = Annotated[
-    JobAvailable | JobAssigned | JobStarted | JobCompleted, Field(discriminator="message_type")
-]
-_KNOWN_JOB_TYPES = {"JobAvailable", "JobAssigned", "JobStarted", "JobCompleted"}
+JobMessage = JobAvailable | JobAssigned | JobStarted | JobCompleted
+_JOB_TYPES: dict[str, type[JobAvailable | JobAssigned | JobStarted | JobCompleted]] = {
+    "JobAvailable": JobAvailable,
+    "JobAssigned": JobAssigned,
+    "JobStarted": JobStarted,
+    "JobCompleted": JobCompleted,
+}
 
 
+@dataclass(kw_only=True)
 class AcquirableJob(_Camel):
     runner_request_id: int = 0
     acquire_job_url: str = ""
@@ -190,12 +182,7 @@ class AcquirableJob(_Camel):
     owner_name: str = ""
     job_workflow_ref: str = ""
     event_name: str = ""
-    request_labels: list[str] = Field(default_factory=list)
-
-
-_JOB_MESSAGE: TypeAdapter[JobAvailable | JobAssigned | JobStarted | JobCompleted] = TypeAdapter(
-    JobMessage
-)
+    request_labels: list[str] = field(default_factory=list)
 
 
 def _job_list(body: str) -> list[Any]:
@@ -206,27 +193,27 @@ def _job_list(body: str) -> list[Any]:
     return raw
 
 
-def _parse_jobs(
-    raw: list[Any],
-) -> tuple[list[JobAvailable | JobAssigned | JobStarted | JobCompleted], list[str]]:
+def _parse_jobs(raw: list[Any]) -> tuple[list[JobMessage], list[str]]:
     """Each known job message parsed on its own; what could not be read, said in words.
 
     Unknown message types are skipped silently, as ARC does, so a new server-side type
     cannot stall the listener. One unreadable job costs only itself, not its batch.
     """
-    jobs: list[JobAvailable | JobAssigned | JobStarted | JobCompleted] = []
+    jobs: list[JobMessage] = []
     problems: list[str] = []
     for i, item in enumerate(raw):
         if not isinstance(item, dict):
             problems.append(f"item {i} is a {type(item).__name__}, not an object")
             continue
-        if item.get("messageType") not in _KNOWN_JOB_TYPES:
+        kind = _JOB_TYPES.get(item.get("messageType"))  # type: ignore[arg-type]
+        if kind is None:
             continue
         try:
-            jobs.append(_JOB_MESSAGE.validate_python(item))
-        except ValidationError as err:
+            jobs.append(kind._read(item, ()))
+        except _Invalid as err:
             problems.append(
-                f"{item.get('messageType')} {item.get('runnerRequestId')!r}: {_first_error(err)}"
+                f"{item.get('messageType')} {item.get('runnerRequestId')!r}: "
+                f"{_first_error(ValidationError(kind.__name__, err.errors))}"
             )
     return jobs, problems
 
@@ -237,7 +224,7 @@ def _first_error(err: ValidationError) -> str:
     return f"{where}: {first.get('msg', '')}"
 
 
-def parse_job_messages(body: str) -> list[JobAvailable | JobAssigned | JobStarted | JobCompleted]:
+def parse_job_messages(body: str) -> list[JobMessage]:
     """Parse a message ``body`` (a JSON string holding an array of job messages).
 
     Unknown message types and unreadable job messages are skipped (see :func:`_parse_jobs`).
@@ -248,6 +235,11 @@ def parse_job_messages(body: str) -> list[JobAvailable | JobAssigned | JobStarte
     return _parse_jobs(_job_list(body))[0]
 
 
+_STATE = Rule(internal=True).meta
+"""Fields the listener sets after reading a message: never read from it nor sent."""
+
+
+@dataclass(kw_only=True)
 class RunnerScaleSetMessage(_Camel):
     """One queue message; ``jobs`` is ``body`` parsed (see :func:`parse_job_messages`).
 
@@ -259,9 +251,9 @@ class RunnerScaleSetMessage(_Camel):
     message_type: str = ""
     body: str = ""
     statistics: RunnerScaleSetStatistic | None = None
-    jobs: list[JobMessage] = Field(default_factory=list, exclude=True)
-    malformed: str | None = Field(default=None, exclude=True)
-    skipped_jobs: int = Field(default=0, exclude=True)
+    jobs: list[JobMessage] = field(default_factory=list, metadata=_STATE)
+    malformed: str | None = field(default=None, metadata=_STATE)
+    skipped_jobs: int = field(default=0, metadata=_STATE)
 
     @classmethod
     def from_wire(cls, data: Any) -> RunnerScaleSetMessage:
@@ -305,17 +297,20 @@ def _lenient_int(value: Any) -> int:
 # ---- GitHub REST -----------------------------------------------------------------------
 
 
+@dataclass(kw_only=True)
 class RegistrationToken(_Snake):
-    token: str = Field(repr=False)
+    token: str = field(repr=False)
     expires_at: datetime
 
 
+@dataclass(kw_only=True)
 class RunnerLabel(_Snake):
     id: int | None = None
     name: str
     type: str | None = None
 
 
+@dataclass(kw_only=True)
 class Runner(_Snake):
     """A self-hosted runner as REST ``list runners`` returns it."""
 
@@ -324,11 +319,12 @@ class Runner(_Snake):
     os: str | None = None
     status: str = "offline"
     busy: bool = False
-    labels: list[RunnerLabel] = Field(default_factory=list)
+    labels: list[RunnerLabel] = field(default_factory=list)
     runner_group_id: int | None = None
     ephemeral: bool | None = None
 
 
+@dataclass(kw_only=True)
 class RestRunnerGroup(_Snake):
     id: int
     name: str
@@ -338,6 +334,7 @@ class RestRunnerGroup(_Snake):
     allows_public_repositories: bool | None = None
 
 
+@dataclass(kw_only=True)
 class WorkflowRun(_Snake):
     id: int
     name: str | None = None
@@ -350,13 +347,14 @@ class WorkflowRun(_Snake):
     updated_at: datetime | None = None
 
 
+@dataclass(kw_only=True)
 class WorkflowJob(_Snake):
     id: int
     run_id: int
     name: str | None = None
     status: str | None = None
     conclusion: str | None = None
-    labels: list[str] = Field(default_factory=list)
+    labels: list[str] = field(default_factory=list)
     runner_id: int | None = None
     runner_name: str | None = None
     runner_group_id: int | None = None

@@ -1,8 +1,9 @@
 """A malformed GitHub answer never puts a secret field's value into an error message.
 
 Validation errors end up in logs, events and status messages; pydantic's default message
-repeats the input (``input_value={'messageQueueAccessToken': 'eyJhbGciOi...``), which
-printed part of a queue token or of a JIT config when any other field was wrong.
+repeated the input (``input_value={'messageQueueAccessToken': 'eyJhbGciOi...``), which
+printed part of a queue token or of a JIT config when any other field was wrong. The models
+are read by gharc.github.datamodel now; its errors must not do that either.
 """
 
 from __future__ import annotations
@@ -10,8 +11,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from pydantic import BaseModel, ValidationError
 
+from gharc.github.datamodel import DataModel, ValidationError
 from gharc.github.models import (
     RegistrationToken,
     RunnerScaleSetJitRunnerConfig,
@@ -23,7 +24,7 @@ TOKEN = "eyJhbGciOiJSUzI1NiJ9.SECRET-QUEUE-TOKEN-0123456789"
 JIT = "ZXlKaGJHY2lPaUpTVXpJMU5pSjkuU0VDUkVULUpJVC1DT05GSUc="
 REG = "AABBCCSECRETREGISTRATIONTOKEN"
 
-CASES: list[tuple[type[BaseModel], dict[str, Any], str]] = [
+CASES: list[tuple[type[DataModel], dict[str, Any], str]] = [
     # sessionId missing: the error's input is the whole object, token included.
     (
         RunnerScaleSetSession,
@@ -50,7 +51,7 @@ CASES: list[tuple[type[BaseModel], dict[str, Any], str]] = [
 
 @pytest.mark.parametrize(("model", "body", "secret"), CASES)
 def test_validation_error_text_holds_no_secret(
-    model: type[BaseModel], body: dict[str, Any], secret: str
+    model: type[DataModel], body: dict[str, Any], secret: str
 ) -> None:
     with pytest.raises(ValidationError) as info:
         model.model_validate(body)
