@@ -115,13 +115,17 @@ def _read_int(value: Any, loc: Loc) -> int:
     if isinstance(value, float):
         if value.is_integer():
             return int(value)
-        raise _fail(loc, "Input should be a valid integer, not a fraction", value)
+        raise _fail(
+            loc, "Input should be a valid integer, got a number with a fractional part", value
+        )
     if isinstance(value, str):
         try:
             return int(value.strip())
         except ValueError:
             pass
-        raise _fail(loc, "Input should be a valid integer, not this text", value)
+        raise _fail(
+            loc, "Input should be a valid integer, unable to parse string as an integer", value
+        )
     raise _fail(loc, "Input should be a valid integer", value)
 
 
@@ -133,7 +137,9 @@ def _read_float(value: Any, loc: Loc) -> float:
             return float(value.strip())
         except ValueError:
             pass
-        raise _fail(loc, "Input should be a valid number, not this text", value)
+        raise _fail(
+            loc, "Input should be a valid number, unable to parse string as a number", value
+        )
     raise _fail(loc, "Input should be a valid number", value)
 
 
@@ -201,7 +207,8 @@ def _reader_of(tp: Any, where: str) -> Read:
     args = typing.get_args(tp)
     if origin is Literal:
         allowed = args
-        said = " or ".join(repr(a) for a in allowed)
+        *some, last = [repr(a) for a in allowed]
+        said = f"{', '.join(some)} or {last}" if some else last
 
         def read_literal(value: Any, loc: Loc) -> Any:
             if value in allowed:

@@ -15,17 +15,18 @@ is used.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import json
 import math
 import os
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
-
 from gharc.api.scaleset.constants import max_runners_or_unlimited
+from gharc.github.datamodel import DataModel, Rule, ValidationError
 
 __all__ = [
     "DEFAULT_CONFIG_PATH",
@@ -51,101 +52,111 @@ class ConfigError(ValueError):
     """The configuration cannot work; the message is one line and names the key."""
 
 
-class CounterMetricConfig(BaseModel):
+# The config classes are dataclasses read by gharc.github.datamodel, not pydantic models:
+# pydantic was most of what a pod-mode listener imported for nothing else (about 9 MiB of
+# its RSS). Types, bounds and the hooks below are the reading rules, in one place each.
+
+
+@dataclass(kw_only=True)
+class CounterMetricConfig(DataModel):
     """Which labels a counter carries (ARC's ``v1alpha1.CounterMetric``)."""
 
-    model_config = ConfigDict(extra="ignore")
-    labels: list[str] = Field(default_factory=list)
+    labels: list[str] = field(default_factory=list)
 
 
-class GaugeMetricConfig(BaseModel):
+@dataclass(kw_only=True)
+class GaugeMetricConfig(DataModel):
     """Which labels a gauge carries (ARC's ``v1alpha1.GaugeMetric``)."""
 
-    model_config = ConfigDict(extra="ignore")
-    labels: list[str] = Field(default_factory=list)
+    labels: list[str] = field(default_factory=list)
 
 
-class HistogramMetricConfig(BaseModel):
+def _strictly_increasing(value: list[float]) -> list[float]:
+    if any(b <= a for a, b in itertools.pairwise(value)):
+        raise ValueError("buckets must be strictly increasing")
+    return value
+
+
+@dataclass(kw_only=True)
+class HistogramMetricConfig(DataModel):
     """Labels and buckets of a histogram (ARC's ``v1alpha1.HistogramMetric``)."""
 
-    model_config = ConfigDict(extra="ignore")
-    labels: list[str] = Field(default_factory=list)
-    buckets: list[float] = Field(default_factory=list)
-
-    @field_validator("buckets")
-    @classmethod
-    def _sorted(cls, value: list[float]) -> list[float]:
-        if any(b <= a for a, b in itertools.pairwise(value)):
-            raise ValueError("buckets must be strictly increasing")
-        return value
+    labels: list[str] = field(default_factory=list)
+    buckets: list[float] = field(
+        default_factory=list, metadata=Rule(check=_strictly_increasing).meta
+    )
 
 
-class MetricsConfig(BaseModel):
+@dataclass(kw_only=True)
+class MetricsConfig(DataModel):
     """The ``metrics`` key: which metrics exist and with which labels (None = defaults)."""
 
-    model_config = ConfigDict(extra="ignore")
-    counters: dict[str, CounterMetricConfig] = Field(default_factory=dict)
-    gauges: dict[str, GaugeMetricConfig] = Field(default_factory=dict)
-    histograms: dict[str, HistogramMetricConfig] = Field(default_factory=dict)
+    counters: dict[str, CounterMetricConfig] = field(default_factory=dict)
+    gauges: dict[str, GaugeMetricConfig] = field(default_factory=dict)
+    histograms: dict[str, HistogramMetricConfig] = field(default_factory=dict)
 
 
-class ListenerConfig(BaseModel):
+def _app_id_text(value: Any) -> Any:
+    # ARC's controller writes the app id as a string; hand-written configs use a number.
+    return str(value) if isinstance(value, int) and not isinstance(value, bool) else value
+
+
+def _lower(value: Any) -> Any:
+    return value.lower() if isinstance(value, str) else value
+
+
+def _unlimited(value: Any) -> Any:
+    return max_runners_or_unlimited(value) if value is None else value
+
+
+_COUNT = Rule(ge=0, le=MAX_INT32).meta
+
+
+@dataclass(kw_only=True, frozen=True)
+class ListenerConfig(DataModel):
     """Everything one listener needs; field names are the JSON keys ARC writes.
 
     Fields after ``metrics`` are gharc additions with defaults, so an ARC-written secret
     never needs them.
     """
 
-    model_config = ConfigDict(extra="ignore", frozen=True)
-
     configure_url: str = ""
-    github_token: str = Field(default="", repr=False)
-    github_app_id: str = ""
+    github_token: str = field(default="", repr=False)
+    github_app_id: str = field(default="", metadata=Rule(before=_app_id_text).meta)
     github_app_installation_id: int = 0
-    github_app_private_key: str = Field(default="", repr=False)
+    github_app_private_key: str = field(default="", repr=False)
     vault_type: str = ""
     vault_lookup_key: str = ""
     ephemeral_runner_set_namespace: str = ""
     ephemeral_runner_set_name: str = ""
-    min_runners: int = Field(default=0, ge=0, le=MAX_INT32)
-    # Unset means unlimited: the one default, applied by the validator below.
-    max_runners: int = Field(default=None, ge=0, le=MAX_INT32, validate_default=True)
+    min_runners: int = field(default=0, metadata=_COUNT)
+    # Unset (or null) means unlimited: the one default, max_runners_or_unlimited's.
+    max_runners: int = field(
+        default=max_runners_or_unlimited(None),
+        metadata=Rule(ge=0, le=MAX_INT32, before=_unlimited).meta,
+    )
     runner_scale_set_id: int = 0
     runner_scale_set_name: str = ""
     server_root_ca: str = ""
-    log_level: Literal["debug", "info", "warn", "warning", "error"] = "debug"
-    log_format: Literal["text", "json"] = "text"
+    log_level: Literal["debug", "info", "warn", "warning", "error"] = field(
+        default="debug", metadata=Rule(before=_lower).meta
+    )
+    log_format: Literal["text", "json"] = field(default="text", metadata=Rule(before=_lower).meta)
     metrics_addr: str = ""
     metrics_endpoint: str = "/metrics"
     metrics: MetricsConfig | None = None
 
     # gharc: how long to wait for another listener's session to go away (409 at start-up).
     # Defaults: 10 attempts, waits 2, 4, 8, 16, 30, 30... s: about 3.5 minutes in all.
-    session_conflict_attempts: int = Field(default=10, ge=1)
-    session_conflict_initial_backoff_seconds: float = Field(default=2.0, ge=0)
-    session_conflict_max_backoff_seconds: float = Field(default=30.0, ge=0)
+    session_conflict_attempts: int = field(default=10, metadata=Rule(ge=1).meta)
+    session_conflict_initial_backoff_seconds: float = field(default=2.0, metadata=Rule(ge=0).meta)
+    session_conflict_max_backoff_seconds: float = field(default=30.0, metadata=Rule(ge=0).meta)
     # gharc: how long a transient-error backoff may grow to (with jitter) in the main loop.
-    transient_max_backoff_seconds: float = Field(default=30.0, gt=0)
+    transient_max_backoff_seconds: float = field(default=30.0, metadata=Rule(gt=0).meta)
     # gharc: scheduled minimums and the burst buffer (see gharc/listener/capacity.py).
-    scheduled_overrides: list[dict[str, Any]] = Field(default_factory=list)
-    burst_runners: int = Field(default=0, ge=0, le=MAX_INT32)
-    burst_decay_seconds: float = Field(default=300.0, gt=0)
-
-    @field_validator("github_app_id", mode="before")
-    @classmethod
-    def _app_id_text(cls, value: Any) -> Any:
-        # ARC's controller writes the app id as a string; hand-written configs use a number.
-        return str(value) if isinstance(value, int) and not isinstance(value, bool) else value
-
-    @field_validator("max_runners", mode="before")
-    @classmethod
-    def _unlimited(cls, value: Any) -> Any:
-        return max_runners_or_unlimited(value) if value is None else value
-
-    @field_validator("log_level", "log_format", mode="before")
-    @classmethod
-    def _lower(cls, value: Any) -> Any:
-        return value.lower() if isinstance(value, str) else value
+    scheduled_overrides: list[dict[str, Any]] = field(default_factory=list)
+    burst_runners: int = field(default=0, metadata=_COUNT)
+    burst_decay_seconds: float = field(default=300.0, metadata=Rule(gt=0).meta)
 
     def validate_semantics(self) -> None:
         """ARC's ``Config.Validate`` rules, in ARC's order, each naming its key."""
@@ -226,7 +237,7 @@ class ListenerConfig(BaseModel):
         return host, number
 
 
-_SCALAR_KEYS = tuple(name for name in ListenerConfig.model_fields if name not in ("metrics",))
+_SCALAR_KEYS = tuple(f.name for f in dataclasses.fields(ListenerConfig) if f.name != "metrics")
 
 
 def _env_overrides(env: Mapping[str, str]) -> dict[str, Any]:
