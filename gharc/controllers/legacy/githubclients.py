@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gharc.github.auth import Credentials, CredentialsError, credentials_from_secret_data
-from gharc.github.config import InvalidConfigUrl
+from gharc.github.config import InvalidConfigUrl, server_url
 from gharc.github.config import server_url_from_api_url as server_url_from_api_url  # re-export
 from gharc.github.pool import ClientPool
 from gharc.github.rest import RestClient
@@ -118,10 +118,9 @@ class LegacyGitHub:
                 credentials = credentials_from_secret_data(data)
             except CredentialsError as err:
                 raise ScopeError(f"secret {namespace}/{secret}: {err}") from None
-            if data.get("github_enterprise_url"):
-                base = data["github_enterprise_url"].strip().rstrip("/")
-            elif data.get("github_url"):
-                base = server_url_from_api_url(data["github_url"])
+            enterprise, api = data.get("github_enterprise_url", ""), data.get("github_url", "")
+            if enterprise.strip() or api.strip():
+                base = server_url(enterprise_url=enterprise, api_url=api)
         if credentials is None:
             raise ScopeError(NO_CREDENTIALS)
         try:

@@ -14,12 +14,12 @@ from typing import Any
 
 from gharc.api.legacy import constants as c
 from gharc.kube.objects import annotations_of as annotations_of  # re-export
+from gharc.kube.objects import deleting_since, spec_of, status_of
 from gharc.kube.objects import format_time as format_time  # re-export
 from gharc.kube.objects import is_deleting as is_deleting  # re-export
 from gharc.kube.objects import labels_of as labels_of  # re-export
 from gharc.kube.objects import meta as meta_of
 from gharc.kube.objects import parse_time as parse_time  # re-export
-from gharc.kube.objects import spec_of, status_of
 
 JSON = dict[str, Any]
 
@@ -50,7 +50,7 @@ def stopped_by_deletion(pod: Mapping[str, Any]) -> bool:
     collector after a RunnerSet's deletion, a user's ``kubectl delete``) must still be
     unregistered, whichever of the kubelet and graceful stop gets there first.
     """
-    deleting = parse_time(meta_of(pod).get("deletionTimestamp"))
+    deleting = deleting_since(pod)
     if deleting is None:
         return False
     grace = meta_of(pod).get("deletionGracePeriodSeconds") or 0
