@@ -192,6 +192,7 @@ async def running_world(
         if before_start is not None:
             await before_start()
         args = ControllerArgs(
+            auto_scaling_runner_set_only=True,
             controller_namespace=namespace,
             watch_namespace=namespace,
             metrics_addr="0",

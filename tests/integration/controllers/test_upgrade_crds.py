@@ -79,6 +79,7 @@ async def controller(
 ) -> AsyncIterator[World]:
     """``gharc controller`` of one release (its image is the listeners' image)."""
     args = ControllerArgs(
+        auto_scaling_runner_set_only=True,
         controller_namespace=namespace,
         watch_namespace=namespace,
         metrics_addr="0",
