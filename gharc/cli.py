@@ -1,13 +1,17 @@
 """The single ``gharc`` entry point.
 
-Every subcommand imports its implementation lazily, so ``gharc crds`` does not pay for the
-controller's imports and a broken optional module cannot take the whole CLI down.
+The subcommands are typer commands in :mod:`gharc.commands`, imported only when needed:
+``gharc listener`` (the listener pod's command) runs without typer, which costs a pod-mode
+listener process about 3 MiB of RSS and, while it parses the arguments, imports pydantic
+(about 9 MiB more) for its coercions. ``gharc listener --help`` and anything unusual still
+go through typer, so help and errors are typer's.
 """
 
 from __future__ import annotations
 
 import os
 import sys
+from typing import Any
 
 # httpx's package imports its own command-line client (click, rich, pygments: about 4 MiB
 # of RSS) whenever those are installed; no gharc process runs it. A ``None`` entry makes
@@ -15,264 +19,7 @@ import sys
 if "httpx" not in sys.modules:
     sys.modules.setdefault("httpx._main", None)  # type: ignore[arg-type]
 
-import typer
-
-app = typer.Typer(
-    name="gharc",
-    help="Ephemeral, autoscaling GitHub Actions runners on Kubernetes (ARC-compatible).",
-    no_args_is_help=True,
-    add_completion=False,
-)
-sim_app = typer.Typer(help="The local test world: fake GitHub, kubelet and runner simulator.")
-app.add_typer(sim_app, name="sim")
-
-
-def _needs_test_world(command: str) -> None:
-    """The image leaves the test world out (gharc.sim, gharc.testing, the demo and the
-    benchmarks: see the Dockerfile), so say where these commands live instead of a
-    ModuleNotFoundError."""
-    import importlib.util
-
-    if (
-        importlib.util.find_spec("gharc.sim") is None
-        or importlib.util.find_spec("gharc.testing") is None
-    ):
-        typer.echo(
-            f"gharc {command}: not in this install. The gharc image carries the controller, "
-            "the listener and the webhook server only; run the test world from a source "
-            "checkout (pip install -e '.[sim]', or ./scripts/demo).",
-            err=True,
-        )
-        raise typer.Exit(2)
-
-
-@sim_app.callback()
-def _sim() -> None:
-    _needs_test_world("sim")
-
-
-@app.command()
-def version() -> None:
-    """Print gharc's version."""
-    from gharc import __version__
-
-    typer.echo(__version__)
-
-
-@app.command()
-def crds(
-    group: str = typer.Option(
-        "all", "--group", help="Which CRDs: scaleset (actions.github.com), legacy, or all."
-    ),
-) -> None:
-    """Print gharc's CRD manifests as one YAML stream, for `kubectl apply -f -`."""
-    from gharc.api import crds as crd_manifests
-
-    if group not in ("scaleset", "legacy", "all"):
-        raise typer.BadParameter("expected scaleset, legacy or all", param_hint="--group")
-    typer.echo(crd_manifests.dump(crd_manifests.load(group)), nl=False)
-
-
-@app.command()
-def listener(
-    config: str | None = typer.Option(
-        None,
-        "--config",
-        help="Path of config.json (default: $LISTENER_CONFIG_PATH, else "
-        "/etc/gha-listener/config.json). GHARC_LISTENER_<KEY> env vars override keys.",
-    ),
-) -> None:
-    """Run the scale set listener for one AutoscalingRunnerSet (the listener pod's command)."""
-    from gharc.listener.__main__ import main as listener_main
-
-    raise typer.Exit(listener_main(config))
-
-
-@app.command(
-    context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
-    add_help_option=False,
-)
-def controller(ctx: typer.Context) -> None:
-    """Run the scale set controllers (ARC's flags; `gharc controller --help` lists them)."""
-    from gharc.controllers.main import main as controller_main
-
-    raise typer.Exit(controller_main(list(ctx.args)))
-
-
-@app.command(
-    "webhook-server",
-    context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
-    add_help_option=False,
-)
-def webhook_server(ctx: typer.Context) -> None:
-    """Run the legacy workflow_job webhook server (ARC's flags; `--help` lists them)."""
-    from gharc.webhook.main import main as webhook_main
-
-    raise typer.Exit(webhook_main(list(ctx.args)))
-
-
-@sim_app.command("github")
-def sim_github(
-    port: int = typer.Option(8080, "--port", help="Port on 127.0.0.1 (0 picks a free one)."),
-    host: str = typer.Option("127.0.0.1", "--host", help="Address to bind."),
-    poll_timeout: float = typer.Option(
-        50.0, "--poll-timeout", help="Seconds a message long poll is held open."
-    ),
-) -> None:
-    """Run the fake GitHub (REST, Actions service, runner API); prints its URL and a PAT."""
-    from gharc.sim.github.cli import run
-
-    run(host, port, poll_timeout)
-
-
-@app.command()
-def demo(
-    workload: str = typer.Option(
-        "burst=0:20,burst=40:30,trickle=30/60,jobs=2-8,failures=0.05",
-        help="Job arrivals: burst=AT:N, trickle=PER_MIN/SECONDS, jobs=MIN-MAX, failures=RATE, "
-        "seed=N (comma-separated).",
-    ),
-    min_runners: int = typer.Option(0, help="minRunners of the demo scale set."),
-    max_runners: int = typer.Option(50, help="maxRunners of the demo scale set."),
-    faults: bool = typer.Option(False, help="Mix in busy-runner evictions and a listener crash."),
-    out: str = typer.Option("demo-output", help="Folder for the report (HTML, PNG, JSON, logs)."),
-    timeout: float = typer.Option(600.0, help="Give up after this many seconds."),
-    mode: str = typer.Option(
-        "scaleset",
-        help="scaleset (AutoscalingRunnerSet + listener) or legacy (RunnerDeployment + "
-        "HorizontalRunnerAutoscaler scaled by workflow_job webhooks).",
-    ),
-) -> None:
-    """Run the whole system locally: control plane, fake GitHub, controller, a workload."""
-    _needs_test_world("demo")
-    from pathlib import Path
-
-    from gharc.demo import DemoOptions, run
-
-    if mode not in ("scaleset", "legacy"):
-        raise typer.BadParameter("expected scaleset or legacy", param_hint="--mode")
-    if mode == "legacy" and faults:
-        raise typer.BadParameter(
-            "--faults is available in scale set mode only", param_hint="--mode"
-        )
-    if mode == "legacy":
-        from gharc.demo_legacy import run as run_legacy
-
-        run = run_legacy
-    options = DemoOptions(
-        workload=workload,
-        min_runners=min_runners,
-        max_runners=max_runners,
-        faults=faults,
-        out_dir=Path(out),
-        timeout=timeout,
-    )
-    raise typer.Exit(run(options))
-
-
-@app.command()
-def bench(
-    suite: str = typer.Option(
-        "jobs",
-        help="jobs: the whole system under a job stream; listeners: what a listener costs "
-        "in-process and as a pod, at several scale set counts (bench/README.md).",
-    ),
-    jobs: int | None = typer.Option(None, help="Jobs in a run (jobs: 1000, listeners: 200)."),
-    scale_sets: int = typer.Option(20, help="Scale sets (one namespace each, one controller)."),
-    max_runners: int = typer.Option(10, help="maxRunners of every scale set."),
-    rate: float | None = typer.Option(
-        None, help="Job arrivals per second, over all scale sets (jobs: 10, listeners: 5)."
-    ),
-    job_seconds: str | None = typer.Option(
-        None, help="Job durations: MIN-MAX seconds (jobs: 0.5-2, listeners: 0.5-1)."
-    ),
-    poll_timeout: float = typer.Option(50.0, help="The fake GitHub's message long poll (s)."),
-    seed: int = typer.Option(42, help="Seed of the arrivals (same seed, same workload)."),
-    timeout: float = typer.Option(
-        900.0, help="Give up on a run's workload after this many seconds (listeners: 240)."
-    ),
-    out: str = typer.Option("", help="Folder for the JSON results and the logs (default: /tmp)."),
-    listener_mode: str = typer.Option(
-        "InProcess", help="jobs suite: the controller's --listener-mode (InProcess or Pod)."
-    ),
-    sizes: str = typer.Option("1,10,50,200", help="listeners suite: in-process scale set counts."),
-    pod_sizes: str = typer.Option(
-        "1,10,50", help="listeners suite: pod-mode scale set counts (one process per listener)."
-    ),
-    modes: str = typer.Option("InProcess,Pod", help="listeners suite: listener modes to run."),
-    idle_seconds: float = typer.Option(
-        15.0, help="listeners suite: warm-up idle before the RSS reading."
-    ),
-    burst: int = typer.Option(
-        400, help="jobs suite: runner pods requested at once after the job stream (0: skip)."
-    ),
-    idle_samples: int = typer.Option(
-        10, help="jobs suite: single-replica patches timed to their pod when idle (0: skip)."
-    ),
-) -> None:
-    """Benchmark the whole system: pickup latency, runners and API calls per job, CPU, RSS."""
-    _needs_test_world("bench")
-    from pathlib import Path
-
-    if listener_mode not in ("InProcess", "Pod"):
-        raise typer.BadParameter("expected InProcess or Pod", param_hint="--listener-mode")
-    if suite == "listeners":
-        from gharc.bench_listeners import MODES, ListenerBenchOptions
-        from gharc.bench_listeners import run as run_listeners
-
-        chosen = tuple(m.strip() for m in modes.split(",") if m.strip())
-        if not chosen or any(m not in MODES for m in chosen):
-            raise typer.BadParameter("expected InProcess and/or Pod", param_hint="--modes")
-        lo, _, hi = (job_seconds or "0.5-1").partition("-")
-        listener_options = ListenerBenchOptions(
-            sizes=_counts(sizes, "--sizes"),
-            pod_sizes=_counts(pod_sizes, "--pod-sizes"),
-            modes=chosen,
-            jobs=jobs or 200,
-            rate=rate or 5.0,
-            job_seconds=(float(lo), float(hi or lo)),
-            max_runners=max_runners,
-            idle_seconds=idle_seconds,
-            run_timeout=min(timeout, 240.0),
-            poll_timeout=poll_timeout,
-            seed=seed,
-            out=Path(out) if out else None,
-        )
-        raise typer.Exit(run_listeners(listener_options))
-    if suite != "jobs":
-        raise typer.BadParameter("expected jobs or listeners", param_hint="--suite")
-
-    from gharc.bench import BenchOptions, run
-
-    lo, _, hi = (job_seconds or "0.5-2").partition("-")
-    options = BenchOptions(
-        jobs=jobs or 1000,
-        scale_sets=scale_sets,
-        max_runners=max_runners,
-        rate=rate or 10.0,
-        job_seconds=(float(lo), float(hi or lo)),
-        poll_timeout=poll_timeout,
-        seed=seed,
-        timeout=timeout,
-        out=Path(out) if out else None,
-        listener_mode=listener_mode,
-        burst=burst,
-        idle_samples=idle_samples,
-    )
-    raise typer.Exit(run(options))
-
-
-def _counts(text: str, hint: str) -> tuple[int, ...]:
-    """``"1,10,50"`` -> ``(1, 10, 50)``; every count at least 1."""
-    try:
-        counts = tuple(int(x) for x in text.split(",") if x.strip())
-    except ValueError:
-        counts = ()
-    if any(n < 1 for n in counts):
-        counts = ()
-    if not counts and text.strip():
-        raise typer.BadParameter("expected comma-separated counts >= 1", param_hint=hint)
-    return counts
+__all__ = ["main", "plain_listener_command", "process_defaults"]
 
 
 def process_defaults() -> None:
@@ -285,10 +32,41 @@ def process_defaults() -> None:
     os.environ.setdefault("PROMETHEUS_DISABLE_CREATED_SERIES", "true")
 
 
+def plain_listener_command(args: list[str]) -> tuple[str | None] | None:
+    """``(config,)`` for a plain ``listener [--config PATH]`` command line (``config`` None
+    when absent); None for anything else (help, an unknown option, a missing value)."""
+    if args[:1] != ["listener"]:
+        return None
+    rest = args[1:]
+    if not rest:
+        return (None,)
+    if len(rest) == 1 and rest[0].startswith("--config=") and len(rest[0]) > len("--config="):
+        return (rest[0].partition("=")[2],)
+    if len(rest) == 2 and rest[0] == "--config" and not rest[1].startswith("-"):
+        return (rest[1],)
+    return None
+
+
 def main() -> None:
     """Console-script entry point."""
     process_defaults()
+    plain = plain_listener_command(sys.argv[1:])
+    if plain is not None:
+        from gharc.listener.__main__ import main as listener_main
+
+        sys.exit(listener_main(plain[0]))
+    from gharc.commands import app
+
     app()
+
+
+def __getattr__(name: str) -> Any:
+    """``gharc.cli.app`` and ``sim_app``: the typer apps, imported when first asked for."""
+    if name in ("app", "sim_app"):
+        from gharc import commands
+
+        return getattr(commands, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 if __name__ == "__main__":
