@@ -8,10 +8,15 @@ poll (JobAvailable) -> acquire -> delete -> the next poll returns JobAssigned wi
 statistics -> merge patch -> watch event. Prints p50/p90/p99/max over ``--jobs`` (500).
 
     .venv/bin/python bench/listener_latency.py [--jobs 500] [--pythonpath DIR]
+        [--mode pod|in-process] [--profile N]
 
 It also prints the listener process's CPU seconds per 1,000 jobs: one job per message is the
 costliest case per job (a burst shares one poll, acquire and patch among many jobs).
 ``--pythonpath`` runs the listener from another checkout (``git worktree add``) to compare.
+``--mode in-process`` runs the listener as ``gharc controller`` hosts it (its Kubernetes
+client over aiohttp, ``bench/_listener_proc.py``) instead of as a pod (httpx). ``--profile N``
+profiles the listener over the jobs (cProfile, so the CPU figure is inflated) and prints its
+N costliest functions in ms per job, by own time and by cumulative time.
 """
 
 from __future__ import annotations
@@ -20,6 +25,8 @@ import argparse
 import asyncio
 import json
 import os
+import pstats
+import signal
 import statistics
 import sys
 import tempfile
@@ -77,7 +84,36 @@ async def wait_for(
     raise TimeoutError(f"replicas never reached {replicas}")
 
 
-async def bench(pythonpath: str | None, kubeconfig: str, jobs: int) -> None:
+def listener_command(mode: str, profile: str | None) -> list[str]:
+    """The listener's command line: as a pod runs it, or through ``_listener_proc.py``."""
+    if mode == "pod" and profile is None:
+        return [sys.executable, "-m", "gharc.listener"]
+    driver = str(Path(__file__).resolve().parent / "_listener_proc.py")
+    return [sys.executable, driver, mode, *(["--profile", profile] if profile else [])]
+
+
+def print_profile(path: Path, jobs: int, top: int) -> None:
+    """The ``top`` functions by own time and by cumulative time, in ms per job."""
+    stats = pstats.Stats(str(path))
+    rows = stats.stats  # type: ignore[attr-defined]
+    total = sum(tt for _cc, _nc, tt, _ct, _callers in rows.values())
+    print(f"  profile: {total / jobs * 1000:.2f} ms per job profiled (cProfile overhead included)")
+    for title, column in (("own time", 2), ("cumulative", 3)):
+        print(f"  top {top} by {title} (ms per job, calls per job, function)")
+        ranked = sorted(rows.items(), key=lambda kv: kv[1][column], reverse=True)[:top]
+        for (file, line, func), (_cc, nc, tt, ct, _callers) in ranked:
+            where = f"{Path(file).name}:{line}({func})" if line else func
+            value = tt if column == 2 else ct
+            print(f"    {value / jobs * 1000:7.3f}  {nc / jobs:6.2f}  {where}")
+
+
+async def bench(
+    pythonpath: str | None,
+    kubeconfig: str,
+    jobs: int,
+    mode: str = "pod",
+    profile_top: int = 0,
+) -> None:
     api = await new_api_client(kubeconfig=kubeconfig)
     core: Any = client.CoreV1Api(api)
     custom = client.CustomObjectsApi(api)
@@ -99,10 +135,9 @@ async def bench(pythonpath: str | None, kubeconfig: str, jobs: int) -> None:
         with tempfile.TemporaryDirectory() as tmp:
             path = Path(tmp) / "config.json"
             path.write_text(json.dumps(config))
+            profile = Path(tmp) / "listener.prof" if profile_top else None
             proc = await asyncio.create_subprocess_exec(
-                sys.executable,
-                "-m",
-                "gharc.listener",
+                *listener_command(mode, str(profile) if profile else None),
                 env={
                     "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
                     "LISTENER_CONFIG_PATH": str(path),
@@ -122,6 +157,8 @@ async def bench(pythonpath: str | None, kubeconfig: str, jobs: int) -> None:
                         raise TimeoutError("listener did not start")
                     await asyncio.sleep(0.05)
                 await asyncio.sleep(0.5)  # let the initial patch and first poll settle
+                if profile is not None:
+                    proc.send_signal(signal.SIGUSR1)
                 cpu0 = proc_cpu_seconds(proc.pid)
                 latencies: list[float] = []
                 started = time.monotonic()
@@ -133,13 +170,19 @@ async def bench(pythonpath: str | None, kubeconfig: str, jobs: int) -> None:
                     latencies.append(max(0.0, t1 - t0))
                 total = time.monotonic() - started
                 cpu = proc_cpu_seconds(proc.pid) - cpu0
+                if profile is not None:
+                    proc.send_signal(signal.SIGUSR2)
+                    await asyncio.sleep(1.0)  # the dump takes a few ms
+                    print_profile(profile, jobs, profile_top)
             finally:
                 watcher.cancel()
                 proc.terminate()
                 await proc.wait()
     await api.close()
     ms = [x * 1000 for x in latencies]
-    print(f"listener latency, enqueue -> ERS patch seen by a watch ({jobs} jobs, sequential)")
+    print(
+        f"listener latency ({mode}), enqueue -> ERS patch seen by a watch ({jobs} jobs, sequential)"
+    )
     print(
         f"  p50 {percentile(ms, 50):.1f} ms  p90 {percentile(ms, 90):.1f} ms  "
         f"p99 {percentile(ms, 99):.1f} ms  max {max(ms):.1f} ms  mean {statistics.mean(ms):.1f} ms"
@@ -152,10 +195,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--jobs", type=int, default=500)
     parser.add_argument("--pythonpath", default=None, help="run the listener from this checkout")
+    parser.add_argument("--mode", choices=("pod", "in-process"), default="pod")
+    parser.add_argument(
+        "--profile", type=int, default=0, metavar="N", help="print the N costliest functions"
+    )
     args = parser.parse_args()
     with running_control_plane() as cp:
         install_crds_sync(cp.kubeconfig_path, crds.load("all"))
-        asyncio.run(bench(args.pythonpath, cp.kubeconfig_path, args.jobs))
+        asyncio.run(bench(args.pythonpath, cp.kubeconfig_path, args.jobs, args.mode, args.profile))
 
 
 if __name__ == "__main__":
