@@ -12,18 +12,23 @@ It also prints what importing the listener costs on its own (a fresh interpreter
 the CLI and ``gharc.listener.app``: wall time, RSS, and which heavy packages came along).
 ``--module`` runs ``python -m gharc.listener`` instead (no CLI). To compare with another
 revision, check it out elsewhere (``git worktree add``) and pass ``--pythonpath DIR``: the
-listener process and the import probe run that tree's ``gharc``.
+listener process and the import probe run that tree's ``gharc``. ``--metrics`` serves the
+listener's metrics endpoint and scrapes it every ``--scrape`` seconds (a second thread in the
+listener, prometheus_client's server); ``--env KEY=VALUE`` (repeatable) adds to the
+listener's environment, e.g. ``MALLOC_ARENA_MAX=2``.
 
     .venv/bin/python bench/listener_rss.py [--burst 300] [--waves 5] [--idle 5] [--module]
-        [--pythonpath DIR]
+        [--pythonpath DIR] [--metrics [--scrape 1]] [--env KEY=VALUE]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
+import socket
 import subprocess
 import sys
 import tempfile
@@ -31,6 +36,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import httpx
 from _podlistener import ERS, SET, scale_set_world
 
 from gharc.api import crds
@@ -88,6 +94,21 @@ def mapped(pid: int, needle: str) -> bool:
         return any(needle in line for line in f)
 
 
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+async def scrape(url: str, every: float) -> None:
+    """GET the listener's metrics every ``every`` seconds, as Prometheus would (forever)."""
+    async with httpx.AsyncClient(timeout=5.0) as client:
+        while True:
+            with contextlib.suppress(httpx.HTTPError):
+                (await client.get(url)).raise_for_status()
+            await asyncio.sleep(every)
+
+
 async def replicas(kube: KubeClient) -> int:
     ers: dict[str, Any] = await kube.get(EPHEMERAL_RUNNER_SETS, ERS, namespace=NAMESPACE)
     return int(ers["spec"].get("replicas") or 0)
@@ -99,6 +120,11 @@ async def bench(kubeconfig: str, args: argparse.Namespace) -> None:
     await kube.create(NAMESPACES, {"metadata": {"name": NAMESPACE}})
     async with FakeGitHubServer(port=0, poll_timeout=50.0) as gh:
         ss, runner_spec, config = scale_set_world(gh, NAMESPACE, burst * waves + 10)
+        metrics_url = None
+        if args.metrics:
+            port = free_port()
+            config["metrics_addr"] = f"127.0.0.1:{port}"
+            metrics_url = f"http://127.0.0.1:{port}/metrics"
         await kube.create(
             EPHEMERAL_RUNNER_SETS,
             {
@@ -112,17 +138,23 @@ async def bench(kubeconfig: str, args: argparse.Namespace) -> None:
         with tempfile.TemporaryDirectory() as tmp:
             path = Path(tmp) / "config.json"
             path.write_text(json.dumps(config))
-            env = child_env(args.pythonpath, LISTENER_CONFIG_PATH=str(path), KUBECONFIG=kubeconfig)
+            extra = dict(item.split("=", 1) for item in args.env)
+            env = child_env(
+                args.pythonpath, LISTENER_CONFIG_PATH=str(path), KUBECONFIG=kubeconfig, **extra
+            )
             command = ["gharc", "listener"] if cli else ["gharc.listener"]
             proc = await asyncio.create_subprocess_exec(
                 sys.executable, "-m", *command, env=env, cwd=args.pythonpath
             )
+            scraper: asyncio.Task[None] | None = None
             try:
                 deadline = time.monotonic() + 60
                 while gh.state.active_session(ss) is None:
                     if time.monotonic() > deadline or proc.returncode is not None:
                         raise TimeoutError("listener did not start")
                     await asyncio.sleep(0.05)
+                if metrics_url:
+                    scraper = asyncio.create_task(scrape(metrics_url, args.scrape))
                 await asyncio.sleep(args.idle)
                 rss_idle = proc_rss_mib(proc.pid)
                 cpu0 = proc_cpu_seconds(proc.pid)
@@ -141,10 +173,15 @@ async def bench(kubeconfig: str, args: argparse.Namespace) -> None:
                 rss_after = proc_rss_mib(proc.pid)
                 crypto = mapped(proc.pid, "/cryptography/")
             finally:
+                if scraper is not None:
+                    scraper.cancel()
+                    await asyncio.gather(scraper, return_exceptions=True)
                 proc.terminate()
                 await proc.wait()
     await kube.close()
-    print(f"one listener process, {waves} bursts of {burst} jobs (PAT credentials)")
+    served = f", metrics scraped every {args.scrape:g} s" if args.metrics else ""
+    env = f", env {' '.join(args.env)}" if args.env else ""
+    print(f"one listener process, {waves} bursts of {burst} jobs (PAT credentials{served}{env})")
     print(f"  RSS idle {rss_idle:.1f} MiB, after the bursts {rss_after:.1f} MiB")
     print(f"  peak RSS (VmHWM) {peak:.1f} MiB; cryptography loaded: {'yes' if crypto else 'no'}")
     print(f"  bursts -> replicas={burst * waves} in {took:.1f} s; listener CPU {cpu:.2f} s")
@@ -157,6 +194,11 @@ def main() -> None:
     parser.add_argument("--module", action="store_true", help="python -m gharc.listener.")
     parser.add_argument("--pythonpath", help="Run the listener from this source tree.")
     parser.add_argument("--idle", type=float, default=5.0, help="Idle seconds before the burst.")
+    parser.add_argument("--metrics", action="store_true", help="Serve and scrape /metrics.")
+    parser.add_argument("--scrape", type=float, default=1.0, help="Seconds between scrapes.")
+    parser.add_argument(
+        "--env", action="append", default=[], metavar="KEY=VALUE", help="Listener env."
+    )
     args = parser.parse_args()
     print(import_cost(not args.module, args.pythonpath), flush=True)
     with running_control_plane() as cp:
