@@ -1,5 +1,6 @@
 """The controller's timing flags are chart values: each renders to its flag, with the
-controller's own default, and the rendered command line parses to the value given."""
+controller's own default, and the rendered command line parses to the value given. Which
+flag a value renders, and which setting it fills, is read from the settings declarations."""
 
 from __future__ import annotations
 
@@ -10,17 +11,25 @@ from cases import CASES
 
 from gharc.api.scaleset import constants as c
 from gharc.controllers.main import ControllerArgs, parse_args
+from gharc.controllers.settings import ControllerSettings
+from gharc.settings.declare import Declared, declared
 from gharc.testing.helm import Helm
 
 pytestmark = pytest.mark.timeout(900)  # the first run may build helm
 
-#: chart value under ``flags`` -> ControllerArgs field
-TIMING = {
-    "runnerRegistrationSyncInterval": "runner_registration_sync_interval",
-    "runnerRegistrationGrace": "runner_registration_grace",
-    "runnerStartupTimeout": "runner_startup_timeout",
-    "nodeLossTimeout": "node_loss_timeout",
+#: chart values under ``flags`` that are timings (seconds; 0 turns most of them off)
+TIMING_VALUES = (
+    "runnerRegistrationSyncInterval",
+    "runnerRegistrationGrace",
+    "runnerHangTimeout",
+    "runnerStartupTimeout",
+    "nodeLossTimeout",
+)
+_BY_CHART: dict[str, Declared] = {
+    d.spec.chart: d for d in declared(ControllerSettings) if d.spec.chart
 }
+#: chart value under ``flags`` -> ControllerSettings field
+TIMING = {value: _BY_CHART[f"flags.{value}"].name for value in TIMING_VALUES}
 
 
 def _args(helm: Helm, **flags: Any) -> ControllerArgs:
@@ -32,7 +41,7 @@ def _args(helm: Helm, **flags: Any) -> ControllerArgs:
     containers = deploy["spec"]["template"]["spec"]["containers"]
     args = next(x for x in containers if x["name"] == "manager")["args"]
     for value in TIMING:
-        flag = "--" + "".join("-" + ch.lower() if ch.isupper() else ch for ch in value)
+        flag = _BY_CHART[f"flags.{value}"].spec.flags[0]
         assert any(a.startswith(flag + "=") for a in args), f"{flag} not rendered"
     return parse_args(args, {c.ENV_CONTROLLER_NAMESPACE: namespace})
 
@@ -45,7 +54,7 @@ def test_timing_flag_defaults_match_the_controller(helm: Helm) -> None:
 
 
 def test_timing_flags_render_the_values_given(helm: Helm) -> None:
-    given = dict(zip(TIMING, (30, 45.5, 900, 0), strict=True))
+    given = dict(zip(TIMING, (30, 45.5, 120, 900, 0), strict=True))
     rendered = _args(helm, **given)
     for value, field in TIMING.items():
         assert getattr(rendered, field) == given[value], field
