@@ -142,6 +142,7 @@ async def bench(
                     "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
                     "LISTENER_CONFIG_PATH": str(path),
                     "KUBECONFIG": kubeconfig,
+                    **{k: v for k, v in os.environ.items() if k.startswith("GHARC_")},
                     **({"PYTHONPATH": pythonpath} if pythonpath else {}),
                 },
                 cwd=pythonpath,

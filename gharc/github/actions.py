@@ -23,6 +23,7 @@ import httpx
 from gharc.github.auth import Credentials
 from gharc.github.breaker import BreakerRegistry
 from gharc.github.config import GitHubConfig
+from gharc.github.direct import merge_query
 from gharc.github.errors import (
     Conflict,
     GitHubError,
@@ -50,6 +51,7 @@ from gharc.github.transport import (
     Sender,
     Sleep,
     error_from_response,
+    make_direct_http,
     make_http_client,
     redact_url,
 )
@@ -91,9 +93,11 @@ def _jwt_expiry(token: str, fallback: float) -> float:
 
 
 def _queue_url(queue_url: str, suffix: str) -> str:
-    """Append ``/suffix`` to the queue URL's path, keeping any query string."""
-    url = httpx.URL(queue_url)
-    return str(url.copy_with(path=url.path.rstrip("/") + "/" + suffix))
+    """Append ``/suffix`` to the queue URL's path, keeping any query string as written (by
+    string operations: parsing the URL with httpx costs more than the rest of the call)."""
+    rest, hash_, fragment = queue_url.partition("#")
+    path, question, query = rest.partition("?")
+    return f"{path.rstrip('/')}/{suffix}{question}{query}{hash_}{fragment}"
 
 
 class ActionsClient:
@@ -139,6 +143,14 @@ class ActionsClient:
             transport=transport,
             limits=limits,
         )
+        self._direct = make_direct_http(
+            metrics=metrics,
+            scope=config.scope_key,
+            user_agent=user_agent,
+            ca_bundle=ca_bundle,
+            transport=transport,
+            limits=limits,
+        )
         self._sender = Sender(
             self._http,
             policy=retry,
@@ -146,6 +158,7 @@ class ActionsClient:
             clock=clock,
             breakers=breakers,
             identity=credentials.identity,
+            direct=self._direct,
         )
         self._clock = clock
         self._margin = admin_refresh_margin
@@ -157,6 +170,8 @@ class ActionsClient:
 
     async def aclose(self) -> None:
         await self._http.aclose()
+        if self._direct is not None:
+            await self._direct.aclose()
         if self._owns_rest:
             await self.rest.aclose()
 
@@ -221,8 +236,7 @@ class ActionsClient:
             if absolute_url is not None:
                 # The queue URL may carry a query of its own: merge into it (httpx's
                 # ``params=`` would replace it), as ARC's and GitHub's clients keep it.
-                merged = httpx.URL(absolute_url)
-                url, query = str(merged.copy_merge_params(params) if params else merged), None
+                url, query = merge_query(absolute_url, params), None
                 token = queue_token or (await self.admin_connection()).token
             else:
                 conn = await self.admin_connection()

@@ -35,6 +35,7 @@ from hishel import AsyncBaseStorage
 
 from gharc.github.breaker import BreakerRegistry
 from gharc.github.cache import cached_transport
+from gharc.github.direct import DirectHTTP
 from gharc.github.errors import (
     CircuitOpen,
     ConnectionFailed,
@@ -186,6 +187,25 @@ def ssl_context(ca_bundle: str | None) -> ssl.SSLContext:
     return ctx
 
 
+def observe_request(
+    metrics: GitHubMetrics,
+    scope: str,
+    endpoint: str,
+    method: str,
+    status: int | str,
+    seconds: float,
+    headers: httpx.Headers | None,
+) -> None:
+    """Count and time one request that left the process and note the rate limit left: for
+    httpx's requests (:class:`MeteredTransport`) and :class:`DirectHTTP`'s alike."""
+    metrics.observe(endpoint, method, status, seconds)
+    remaining = headers.get("x-ratelimit-remaining") if headers is not None else None
+    if remaining is not None and remaining.isdigit():
+        metrics.rate_limit_remaining.labels(scope=scope).set(int(remaining))
+        if int(remaining) < 100:
+            log.warning("GitHub rate limit low: %s remaining for %s", remaining, scope)
+
+
 class MeteredTransport(httpx.AsyncBaseTransport):
     """Counts and times each request that actually leaves the process."""
 
@@ -200,17 +220,26 @@ class MeteredTransport(httpx.AsyncBaseTransport):
         try:
             response = await self._inner.handle_async_request(request)
         except httpx.TransportError:
-            self._metrics.observe(endpoint, request.method, "error", time.perf_counter() - start)
+            self.observe(endpoint, request.method, "error", time.perf_counter() - start, None)
             raise
-        self._metrics.observe(
-            endpoint, request.method, response.status_code, time.perf_counter() - start
+        self.observe(
+            endpoint,
+            request.method,
+            response.status_code,
+            time.perf_counter() - start,
+            response.headers,
         )
-        remaining = response.headers.get("x-ratelimit-remaining")
-        if remaining is not None and remaining.isdigit():
-            self._metrics.rate_limit_remaining.labels(scope=self._scope).set(int(remaining))
-            if int(remaining) < 100:
-                log.warning("GitHub rate limit low: %s remaining for %s", remaining, self._scope)
         return response
+
+    def observe(
+        self,
+        endpoint: str,
+        method: str,
+        status: int | str,
+        seconds: float,
+        headers: httpx.Headers | None,
+    ) -> None:
+        observe_request(self._metrics, self._scope, endpoint, method, status, seconds, headers)
 
     async def aclose(self) -> None:
         await self._inner.aclose()
@@ -260,6 +289,41 @@ def make_http_client(
     )
 
 
+#: Set to 1 to send the Actions service's calls through httpx like the REST API's.
+ENV_HTTPX_ONLY = "GHARC_GITHUB_HTTPX_ONLY"
+
+
+def make_direct_http(
+    *,
+    metrics: GitHubMetrics,
+    scope: str,
+    user_agent: str,
+    ca_bundle: str | None = None,
+    transport: httpx.AsyncBaseTransport | None = None,
+    timeout: float = 30.0,
+    limits: httpx.Limits | None = None,
+) -> DirectHTTP | None:
+    """The lean sender of :mod:`gharc.github.direct`, or None where httpx must send: an
+    injected transport (tests, the simulator), a proxy from the environment, or
+    ``$GHARC_GITHUB_HTTPX_ONLY=1``."""
+    if transport is not None or os.environ.get(ENV_HTTPX_ONLY, "") == "1":
+        return None
+    from httpx._utils import get_environment_proxies
+
+    if any(get_environment_proxies().values()):
+        return None
+    ssl_context(ca_bundle)  # a bad bundle fails here, at construction, as with httpx
+    limits = limits or httpx.Limits()
+    return DirectHTTP(
+        user_agent=user_agent,
+        ssl_context=functools.partial(ssl_context, ca_bundle),
+        observe=functools.partial(observe_request, metrics, scope),
+        timeout=timeout,
+        max_idle=limits.max_keepalive_connections or 20,
+        max_connections=limits.max_connections,
+    )
+
+
 class Sender:
     """Sends one logical request with the retry policy; returns the final response."""
 
@@ -273,8 +337,11 @@ class Sender:
         rng: random.Random | None = None,
         breakers: BreakerRegistry | None = None,
         identity: str = "",
+        direct: DirectHTTP | None = None,
     ) -> None:
         self.client = client
+        self.direct = direct
+        """Sends uncached requests instead of ``client`` when set (see :mod:`.direct`)."""
         self.breakers = breakers
         self.identity = identity
         self.policy = policy or RetryPolicy()
@@ -298,18 +365,6 @@ class Sender:
         rate_waits = 0
         while True:
             attempt += 1
-            extensions: dict[str, Any] = {ENDPOINT_EXT: endpoint}
-            if cache_key is not None:
-                extensions["caching"] = {"key": cache_key}
-            request = self.client.build_request(
-                method,
-                url,
-                headers=headers,
-                params=params,
-                json=json_body,
-                timeout=timeout if timeout is not None else httpx.USE_CLIENT_DEFAULT,
-                extensions=extensions,
-            )
             breaker = self.breakers.for_url(url, self.identity) if self.breakers else None
             slot = True
             if breaker is not None:
@@ -330,7 +385,20 @@ class Sender:
             outcome: bool | None = None  # None: cancelled, nothing learnt about the host
             failure: httpx.TransportError | None = None
             try:
-                response = await self.client.send(request)
+                if self.direct is not None and cache_key is None:
+                    response = await self.direct.request(
+                        method,
+                        url,
+                        endpoint=endpoint,
+                        headers=headers,
+                        params=params,
+                        json_body=json_body,
+                        timeout=timeout,
+                    )
+                else:
+                    response = await self._send_httpx(
+                        method, url, endpoint, headers, params, json_body, timeout, cache_key
+                    )
                 outcome = response.status_code < 500
             except httpx.TransportError as exc:
                 failure, outcome = exc, False
@@ -379,6 +447,31 @@ class Sender:
                     await self._sleep(wait)
                     continue
             return response
+
+    async def _send_httpx(
+        self,
+        method: str,
+        url: str,
+        endpoint: str,
+        headers: dict[str, str] | None,
+        params: dict[str, Any] | None,
+        json_body: Any,
+        timeout: float | None,
+        cache_key: str | None,
+    ) -> httpx.Response:
+        extensions: dict[str, Any] = {ENDPOINT_EXT: endpoint}
+        if cache_key is not None:
+            extensions["caching"] = {"key": cache_key}
+        request = self.client.build_request(
+            method,
+            url,
+            headers=headers,
+            params=params,
+            json=json_body,
+            timeout=timeout if timeout is not None else httpx.USE_CLIENT_DEFAULT,
+            extensions=extensions,
+        )
+        return await self.client.send(request)
 
     def _may_wait(self, wait: float, waits_so_far: int) -> bool:
         """Whether this sender sleeps out a rate limit of ``wait`` seconds (the listener)
