@@ -39,9 +39,21 @@ class GitHubMetrics:
             registry=registry,
         )
 
+        self._children: dict[tuple[str, str, int | str], tuple[Counter, Histogram]] = {}
+        """Labelled children by (endpoint, method, status): a listener observes the same few
+        every request, and ``labels()`` validates and sorts its arguments on each call."""
+
     def observe(self, endpoint: str, method: str, status: int | str, seconds: float) -> None:
-        self.requests.labels(endpoint=endpoint, method=method, status=str(status)).inc()
-        self.duration.labels(endpoint=endpoint, method=method).observe(seconds)
+        key = (endpoint, method, status)
+        children = self._children.get(key)
+        if children is None:
+            children = (
+                self.requests.labels(endpoint=endpoint, method=method, status=str(status)),
+                self.duration.labels(endpoint=endpoint, method=method),
+            )
+            self._children[key] = children
+        children[0].inc()
+        children[1].observe(seconds)
 
     def count(self, endpoint: str, method: str, status: int | str) -> float:
         """Current counter value (for tests and debugging)."""

@@ -114,6 +114,9 @@ DEFAULT_BUCKETS: tuple[float, ...] = (
     1800, 2400, 3000, 3600,
 )  # fmt: skip
 
+_MAX_CACHED_CHILDREN = 256
+"""Job labels (repository, job name) are unbounded: beyond this, look children up again."""
+
 _SCALE_SET_LABELS = [ENTERPRISE, ORGANIZATION, REPOSITORY, NAME, NAMESPACE]
 _JOB_LABELS = [ENTERPRISE, ORGANIZATION, REPOSITORY, JOB_NAME, EVENT_NAME]
 
@@ -179,11 +182,20 @@ def _seconds(later: datetime | None, earlier: datetime | None) -> float | None:
 class _Metric:
     metric: Any
     labels: list[str] = field(default_factory=list)
+    children: dict[tuple[str, ...], Any] = field(default_factory=dict)
+    """Labelled children by label values: ``labels()`` validates and sorts its arguments on
+    every call, and a listener sets the same scale set's gauges on every message."""
 
     def child(self, values: Mapping[str, str]) -> Any:
         if not self.labels:
             return self.metric
-        return self.metric.labels(**{k: values.get(k, "") for k in self.labels})
+        key = tuple([values.get(k, "") for k in self.labels])
+        found = self.children.get(key)
+        if found is None:
+            found = self.metric.labels(*key)
+            if len(self.children) < _MAX_CACHED_CHILDREN:
+                self.children[key] = found
+        return found
 
 
 class ListenerMetrics:
