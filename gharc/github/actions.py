@@ -134,6 +134,9 @@ class ActionsClient:
             sleep=sleep,
             clock=clock,
             breakers=breakers,
+            # Only the registration token's POST goes through it, which no cache stores;
+            # so a listener pod never loads hishel (with sqlite3 and msgpack: 2.3 MiB).
+            http_cache=False,
         )
         self._http = make_http_client(
             metrics=metrics,

@@ -19,7 +19,6 @@ import httpx
 from gharc.github.actions import ActionsClient
 from gharc.github.auth import Credentials
 from gharc.github.breaker import BreakerRegistry
-from gharc.github.cache import MemoryStorage
 from gharc.github.config import GitHubConfig, parse_config_url
 from gharc.github.metrics import GitHubMetrics, default_metrics
 from gharc.github.proxy import ProxySettings, ProxyTransport
@@ -54,6 +53,8 @@ class ClientPool:
             "clock": clock,
             "breakers": breakers,
         }
+        from gharc.github.cache import MemoryStorage  # hishel: not for a listener pod
+
         self._cache = MemoryStorage()
         self._rest: dict[PoolKey, RestClient] = {}
         self._actions: dict[PoolKey, ActionsClient] = {}

@@ -12,14 +12,12 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
-from hishel import AsyncBaseStorage
 
 from gharc.github.auth import AccessToken, AppTokenSource, Credentials, GitHubApp, parse_timestamp
 from gharc.github.breaker import BreakerRegistry
-from gharc.github.cache import MemoryStorage
 from gharc.github.config import GitHubConfig, Scope
 from gharc.github.errors import GitHubError, Unauthorized
 from gharc.github.metrics import GitHubMetrics, default_metrics
@@ -33,13 +31,21 @@ from gharc.github.transport import (
     make_http_client,
 )
 
+if TYPE_CHECKING:
+    from hishel import AsyncBaseStorage
+
 DEFAULT_USER_AGENT = "gharc/0.1 (actions-runner-controller compatible)"
 REST_ACCEPT = "application/vnd.github+json"
 API_VERSION = "2022-11-28"
 
 
 class RestClient:
-    """Async GitHub REST client for one config scope and one credential."""
+    """Async GitHub REST client for one config scope and one credential.
+
+    ``cache`` is the HTTP cache's storage (shared per pool; a fresh in-memory one when
+    None); ``http_cache=False`` sends without any cache, for a client that only posts, so
+    that its process need not import hishel.
+    """
 
     def __init__(
         self,
@@ -55,18 +61,23 @@ class RestClient:
         clock: Clock = time.time,
         breakers: BreakerRegistry | None = None,
         cache: AsyncBaseStorage | None = None,
+        http_cache: bool = True,
         registration_token_margin: float = 1800.0,
     ) -> None:
         self.config = config
         self.credentials = credentials
         self._clock = clock
+        if cache is None and http_cache:
+            from gharc.github.cache import MemoryStorage
+
+            cache = MemoryStorage()
         self._http = make_http_client(
             metrics=metrics or default_metrics(),
             scope=config.scope_key,
             user_agent=user_agent,
             ca_bundle=ca_bundle,
             transport=transport,
-            cache=cache if cache is not None else MemoryStorage(),
+            cache=cache,
         )
         self._sender = Sender(
             self._http,

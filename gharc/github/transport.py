@@ -27,14 +27,12 @@ import ssl
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import httpx
-from hishel import AsyncBaseStorage
 
 from gharc.github.breaker import BreakerRegistry
-from gharc.github.cache import cached_transport
 from gharc.github.direct import DirectHTTP
 from gharc.github.errors import (
     CircuitOpen,
@@ -44,6 +42,9 @@ from gharc.github.errors import (
     class_for,
 )
 from gharc.github.metrics import GitHubMetrics
+
+if TYPE_CHECKING:  # hishel (with sqlite3 and msgpack) is imported only by a client that caches
+    from hishel import AsyncBaseStorage
 
 log = logging.getLogger(__name__)
 
@@ -264,7 +265,11 @@ def make_http_client(
 
     def wrap(inner: httpx.AsyncBaseTransport) -> httpx.AsyncBaseTransport:
         metered: httpx.AsyncBaseTransport = MeteredTransport(inner, metrics, scope)
-        return cached_transport(metered, cache) if cache is not None else metered
+        if cache is None:
+            return metered
+        from gharc.github.cache import cached_transport
+
+        return cached_transport(metered, cache)
 
     headers = {"User-Agent": user_agent}
     if transport is not None:
