@@ -23,9 +23,19 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from gharc.api.schedule import ScheduleError, match_overrides, next_boundary
+__all__ = ["CapacityPolicy"]
 
-__all__ = ["CapacityPolicy", "ScheduleError"]
+# gharc.api.schedule (with zoneinfo and dateutil's rrule: 0.7 MiB of RSS) is imported only
+# by a policy that has scheduled overrides; most listener pods have none.
+
+
+def __getattr__(name: str) -> Any:
+    """``ScheduleError``, gharc.api.schedule's, still importable from here."""
+    if name == "ScheduleError":
+        from gharc.api.schedule import ScheduleError
+
+        return ScheduleError
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 class CapacityPolicy:
@@ -45,6 +55,8 @@ class CapacityPolicy:
         self.burst_decay_seconds = max(1.0, burst_decay_seconds)
         self.last_demand: float | None = None
         if self.overrides:
+            from gharc.api.schedule import match_overrides
+
             match_overrides(dt.datetime.now(dt.UTC), self.overrides, key="minRunners")
 
     @property
@@ -55,6 +67,8 @@ class CapacityPolicy:
         """The minimum now: the active override's, else the configured one."""
         if not self.overrides:
             return self.base_min
+        from gharc.api.schedule import match_overrides
+
         override, _active, _upcoming = match_overrides(now, self.overrides, key="minRunners")
         return self.base_min if override is None else override
 
@@ -73,6 +87,8 @@ class CapacityPolicy:
         """Seconds until :meth:`min_runners` or :meth:`extra` changes, or None (never)."""
         waits: list[float] = []
         if self.overrides:
+            from gharc.api.schedule import match_overrides, next_boundary
+
             _override, active, upcoming = match_overrides(now, self.overrides, key="minRunners")
             boundary = next_boundary(active, upcoming)
             if boundary is not None:

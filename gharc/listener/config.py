@@ -200,7 +200,8 @@ class ListenerConfig(DataModel):
                 "github_app_installation_id and github_app_private_key"
             )
         if self.scheduled_overrides:
-            from gharc.listener.capacity import CapacityPolicy, ScheduleError
+            from gharc.api.schedule import ScheduleError
+            from gharc.listener.capacity import CapacityPolicy
 
             try:
                 CapacityPolicy(self.min_runners, self.scheduled_overrides)

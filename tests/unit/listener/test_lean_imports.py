@@ -55,6 +55,7 @@ NOT_IN_A_LISTENER = (
     "hishel",  # the REST cache: a listener's REST client only posts (with sqlite3, msgpack)
     "sqlite3",
     "msgpack",
+    "dateutil",  # scheduled overrides' rules: only with scheduled_overrides in the config
 )
 
 
