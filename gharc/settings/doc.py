@@ -25,8 +25,9 @@ _SECTION = re.compile(
 def processes() -> dict[str, type]:
     """Each command with flags -> its settings dataclass."""
     from gharc.controllers.settings import ControllerSettings
+    from gharc.webhook.settings import WebhookSettings
 
-    return {"gharc controller": ControllerSettings}
+    return {"gharc controller": ControllerSettings, "gharc webhook-server": WebhookSettings}
 
 
 def render(text: str) -> str:

@@ -1,7 +1,8 @@
 """``gharc webhook-server``: ARC's ``github-webhook-server`` (legacy.md 5.1).
 
-Flags keep ARC's names and defaults so the chart's arguments work unchanged; a few short
-aliases (``--webhook-secret``, ``--addr``, ``--port``) are added. The secret comes from
+Every flag and env var is declared once, in :class:`~gharc.webhook.settings.WebhookSettings`
+(ARC's names and defaults, so the chart's arguments work unchanged, and a few short aliases:
+``--webhook-secret``, ``--addr``, ``--port``). The secret comes from
 ``--github-webhook-secret-token``, else the env ``GITHUB_WEBHOOK_SECRET_TOKEN``; an empty
 secret is refused (see below).
 GitHub credentials (``--github-token`` or the ``--github-app-*`` triple, env ``GITHUB_*``)
@@ -23,187 +24,60 @@ import logging
 import os
 import sys
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
+
+from gharc.settings import declare
+from gharc.settings.common import configure_logging, serving_address
+from gharc.settings.credentials import github_credentials
+from gharc.settings.declare import UsageError
+from gharc.webhook.settings import WebhookSettings
+
+__all__ = [
+    "UsageError",
+    "WebhookArgs",
+    "WebhookSettings",
+    "build_parser",
+    "credentials",
+    "main",
+    "parse_args",
+    "run_webhook_server",
+    "server_url",
+]
 
 log = logging.getLogger("gharc.webhook")
 
-
-class UsageError(ValueError):
-    """The server cannot start with these flags."""
-
-
-@dataclass
-class WebhookArgs:
-    webhook_addr: str = ":8000"
-    metrics_addr: str = "0"
-    watch_namespace: str = ""
-    log_level: str = "debug"
-    log_format: str = "text"
-    queue_limit: int = 100
-    secret: str = ""
-    github_token: str = ""
-    github_app_id: str = ""
-    github_app_installation_id: str = ""
-    github_app_private_key: str = ""
-    github_url: str = ""
-    github_enterprise_url: str = ""
-    batch_window: float = 3.0
-    kubeconfig: str | None = None
-    insecure_allow_unsigned: bool = False
-    read_timeout: float = 10.0
-    max_body_bytes: int = 25 * 1024 * 1024
-    max_concurrent_reads: int = 4
-    ack_timeout: float = 8.0
-    queued_job_poll_interval: float = 60.0
-    workflow_job_metrics: bool = False
-    metrics_only: bool = False
-    workflow_job_metrics_max_series: int = 1000
+#: The name callers and tests have always used for the webhook server's settings.
+WebhookArgs = WebhookSettings
 
 
-def build_parser(env: Mapping[str, str]) -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+def build_parser() -> argparse.ArgumentParser:
+    """The ``gharc webhook-server`` parser, derived from :class:`WebhookSettings`."""
+    return declare.build_parser(
+        WebhookSettings,
         prog="gharc webhook-server",
         description="Scale legacy RunnerDeployments/RunnerSets on GitHub workflow_job webhooks.",
     )
-    a = p.add_argument
-    a("--webhook-addr", "--addr", default=":8000", help="host:port to serve webhooks on")
-    a("--port", type=int, default=None, help="shorthand: serve on 0.0.0.0:PORT")
-    a(
-        "--metrics-addr",
-        default="0",
-        help='Prometheus /metrics host:port, e.g. ":8080" (default "0": off, as in ARC\'s chart)',
-    )
-    a("--watch-namespace", default="", help="only HRAs in this namespace (default: all)")
-    a("--log-level", default="debug", help="debug, info, warn or error")
-    a("--log-format", default="text", choices=("text", "json"))
-    a("--queue-limit", type=int, default=100, help="scale operations waiting at most")
-    a(
-        "--github-webhook-secret-token",
-        "--webhook-secret",
-        dest="secret",
-        default="",
-        help="shared secret of the GitHub webhook (default: $GITHUB_WEBHOOK_SECRET_TOKEN)",
-    )
-    a("--github-token", default=env.get("GITHUB_TOKEN", ""))
-    a("--github-app-id", default=env.get("GITHUB_APP_ID", ""))
-    a("--github-app-installation-id", default=env.get("GITHUB_APP_INSTALLATION_ID", ""))
-    a(
-        "--github-app-private-key",
-        default=env.get("GITHUB_APP_PRIVATE_KEY", ""),
-        help="PEM text or the path of a PEM file",
-    )
-    a("--github-url", default=env.get("GITHUB_URL", ""), help="GitHub API URL")
-    a("--github-enterprise-url", default=env.get("GITHUB_ENTERPRISE_URL", ""))
-    a("--batch-window", type=float, default=3.0, help="seconds to batch operations (ARC: 3)")
-    a("--kubeconfig", default=None)
-    a(
-        "--insecure-allow-unsigned-deliveries",
-        action="store_true",
-        help="start without a webhook secret and accept unsigned deliveries (never in production)",
-    )
-    a(
-        "--read-timeout",
-        type=float,
-        default=10.0,
-        help="seconds a connection has to send its request head, and then its body",
-    )
-    a("--max-body-bytes", type=int, default=25 * 1024 * 1024, help="largest body accepted")
-    a("--max-concurrent-reads", type=int, default=4, help="request bodies read at once")
-    a(
-        "--ack-timeout",
-        type=float,
-        default=8.0,
-        help="seconds to wait for a reservation to be stored before answering 503",
-    )
-    a(
-        "--queued-job-poll-interval",
-        type=float,
-        default=60.0,
-        help="seconds between polls for queued jobs no delivery reserved for (0: off)",
-    )
-    a(
-        "--workflow-job-metrics",
-        action="store_true",
-        help="export ARC's github_workflow_job* metrics (actions-metrics-server) on "
-        "--metrics-addr from verified deliveries",
-    )
-    a(
-        "--metrics-only",
-        action="store_true",
-        help="count deliveries in the github_workflow_job* metrics and scale nothing "
-        "(ARC's actions-metrics-server; implies --workflow-job-metrics)",
-    )
-    a(
-        "--workflow-job-metrics-max-series",
-        type=int,
-        default=1000,
-        help="distinct label sets kept per github_workflow_job* metric; later ones are "
-        'counted under "other"',
-    )
-    return p
 
 
-def parse_args(argv: Sequence[str], environ: Mapping[str, str] | None = None) -> WebhookArgs:
+def parse_args(argv: Sequence[str], environ: Mapping[str, str] | None = None) -> WebhookSettings:
+    """argv (without the program name) + environment -> :class:`WebhookSettings`."""
     env = os.environ if environ is None else environ
-    ns = build_parser(env).parse_args(list(argv))
-    from gharc.kube.logging import LOG_LEVELS
-
-    if ns.log_level not in LOG_LEVELS:
-        raise UsageError(f"--log-level {ns.log_level!r}: use debug, info, warn or error")
-    if ns.queue_limit <= 0:
-        raise UsageError("--queue-limit must be positive")
-    secret = ns.secret or env.get("GITHUB_WEBHOOK_SECRET_TOKEN", "")
-    if not secret and not ns.insecure_allow_unsigned_deliveries:
+    ns = build_parser().parse_args(list(argv))
+    args = WebhookSettings(**declare.read(WebhookSettings, ns, env))
+    if not args.secret and not args.insecure_allow_unsigned:
         raise UsageError(
             "no webhook secret: set --github-webhook-secret-token or "
             "GITHUB_WEBHOOK_SECRET_TOKEN (or pass --insecure-allow-unsigned-deliveries)"
         )
-    for flag, value in (
-        ("--read-timeout", ns.read_timeout),
-        ("--max-body-bytes", ns.max_body_bytes),
-        ("--max-concurrent-reads", ns.max_concurrent_reads),
-        ("--ack-timeout", ns.ack_timeout),
-    ):
-        if value <= 0:
-            raise UsageError(f"{flag} must be positive")
-    if ns.queued_job_poll_interval < 0:
-        raise UsageError("--queued-job-poll-interval must be 0 (off) or positive")
-    if ns.workflow_job_metrics_max_series <= 0:
-        raise UsageError("--workflow-job-metrics-max-series must be positive")
-    if ns.metrics_only and ns.metrics_addr in ("", "0"):
+    if args.metrics_only and serving_address(args.metrics_addr) is None:
         raise UsageError("--metrics-only serves nothing without --metrics-addr (e.g. :8080)")
-    addr = f"0.0.0.0:{ns.port}" if ns.port is not None else ns.webhook_addr
-    return WebhookArgs(
-        webhook_addr=addr,
-        metrics_addr=ns.metrics_addr,
-        watch_namespace=ns.watch_namespace,
-        log_level=ns.log_level,
-        log_format=ns.log_format,
-        queue_limit=ns.queue_limit,
-        secret=secret,
-        github_token=ns.github_token,
-        github_app_id=ns.github_app_id,
-        github_app_installation_id=ns.github_app_installation_id,
-        github_app_private_key=ns.github_app_private_key,
-        github_url=ns.github_url,
-        github_enterprise_url=ns.github_enterprise_url,
-        batch_window=ns.batch_window,
-        kubeconfig=ns.kubeconfig,
-        insecure_allow_unsigned=ns.insecure_allow_unsigned_deliveries,
-        read_timeout=ns.read_timeout,
-        max_body_bytes=ns.max_body_bytes,
-        max_concurrent_reads=ns.max_concurrent_reads,
-        ack_timeout=ns.ack_timeout,
-        queued_job_poll_interval=ns.queued_job_poll_interval,
-        workflow_job_metrics=ns.workflow_job_metrics or ns.metrics_only,
-        metrics_only=ns.metrics_only,
-        workflow_job_metrics_max_series=ns.workflow_job_metrics_max_series,
-    )
+    if args.port is not None:
+        args.webhook_addr = f"0.0.0.0:{args.port}"
+    args.workflow_job_metrics = args.workflow_job_metrics or args.metrics_only
+    return args
 
 
-def server_url(args: WebhookArgs) -> str:
+def server_url(args: WebhookSettings) -> str:
     """The GitHub web URL config URLs start from (enterprise URL, else from the API URL),
     normalised as the controller does so both find an HRA's scope on the same host."""
     from gharc.github.config import server_url as normalised_server_url
@@ -211,23 +85,13 @@ def server_url(args: WebhookArgs) -> str:
     return normalised_server_url(args.github_enterprise_url, args.github_url)
 
 
-def credentials(args: WebhookArgs) -> Any:
+def credentials(args: WebhookSettings) -> Any:
     """PAT or App credentials, or None (no visibility check) when none are configured."""
-    from gharc.github.auth import GitHubApp, PersonalAccessToken
-
-    if args.github_token:
-        return PersonalAccessToken(args.github_token)
-    if args.github_app_id and args.github_app_installation_id and args.github_app_private_key:
-        key = args.github_app_private_key
-        path = Path(key)
-        if len(key) < 4096 and "\n" not in key and path.is_file():
-            key = path.read_text(encoding="utf-8")
-        return GitHubApp(args.github_app_id, args.github_app_installation_id, key)
-    return None
+    return github_credentials(args, required=False)
 
 
 async def run_webhook_server(
-    args: WebhookArgs,
+    args: WebhookSettings,
     *,
     on_server: Callable[[Any, Any], None] | None = None,
     handle_signals: bool = True,
@@ -265,7 +129,7 @@ async def run_webhook_server(
         manager = Manager(
             kube,
             namespace=args.watch_namespace or None,
-            metrics_address=None if args.metrics_addr in ("", "0") else args.metrics_addr,
+            metrics_address=serving_address(args.metrics_addr),
             handle_signals=handle_signals,
             **manager_kw,
         )
@@ -315,12 +179,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except UsageError as err:
         print(f"gharc webhook-server: error: {err}", file=sys.stderr)
         return 2
-    from gharc.kube.logging import LOG_LEVELS, setup_logging
-
-    setup_logging(
-        level=LOG_LEVELS[args.log_level],
-        format="json" if args.log_format == "json" else "console",
-    )
+    configure_logging(args)
     try:
         asyncio.run(run_webhook_server(args))
     except KeyboardInterrupt:

@@ -13,6 +13,7 @@ import argparse
 import dataclasses
 import re
 from collections import Counter
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -21,10 +22,46 @@ from gharc.controllers import main as controller_main
 from gharc.controllers.settings import IGNORED_ARC_FLAGS, ControllerSettings
 from gharc.settings import doc
 from gharc.settings.declare import declared, options_fields
+from gharc.webhook import main as webhook_main
+from gharc.webhook.settings import WebhookSettings
 
-#: command -> (its settings dataclass, its parser, flags the parser accepts and ignores)
-PROCESSES: dict[str, tuple[type, argparse.ArgumentParser, tuple[str, ...]]] = {
-    "gharc controller": (ControllerSettings, controller_main.build_parser(), IGNORED_ARC_FLAGS),
+
+@dataclasses.dataclass(frozen=True)
+class Process:
+    cls: type
+    parser: argparse.ArgumentParser
+    parse: Callable[[list[str], dict[str, str]], Any]
+    argv: list[str]
+    """The flags every start needs (the controller's mode, the webhook's metrics address
+    for --metrics-only)."""
+    env: dict[str, str]
+    derived: dict[str, Any]
+    """Fields whose value without other flags is not the declared default, and why."""
+    ignored: tuple[str, ...] = ()
+
+
+PROCESSES = {
+    "gharc controller": Process(
+        ControllerSettings,
+        controller_main.build_parser(),
+        controller_main.parse_args,
+        ["--auto-scaling-runner-set-only"],
+        {"CONTROLLER_MANAGER_POD_NAMESPACE": "arc"},
+        {
+            "auto_scaling_runner_set_only": True,  # given
+            "controller_namespace": "arc",  # from the env
+            "leader_election_namespace": "arc",  # defaults to the controller's namespace
+        },
+        IGNORED_ARC_FLAGS,
+    ),
+    "gharc webhook-server": Process(
+        WebhookSettings,
+        webhook_main.build_parser(),
+        webhook_main.parse_args,
+        ["--metrics-addr=:9"],
+        {"GITHUB_WEBHOOK_SECRET_TOKEN": "s"},
+        {"secret": "s", "metrics_addr": ":9"},
+    ),
 }
 NAMES = sorted(PROCESSES)
 
@@ -35,7 +72,7 @@ def _option_strings(parser: argparse.ArgumentParser) -> dict[str, argparse.Actio
 
 @pytest.mark.parametrize("name", NAMES)
 def test_no_flag_or_env_var_is_declared_twice(name: str) -> None:
-    cls, _, ignored = PROCESSES[name]
+    cls, ignored = PROCESSES[name].cls, PROCESSES[name].ignored
     flags = Counter(f for d in declared(cls) for f in d.spec.flags)
     flags.update(ignored)
     envs = Counter(d.spec.env for d in declared(cls) if d.spec.env)
@@ -46,7 +83,8 @@ def test_no_flag_or_env_var_is_declared_twice(name: str) -> None:
 
 @pytest.mark.parametrize("name", NAMES)
 def test_the_parser_has_exactly_the_declared_flags_each_feeding_its_field(name: str) -> None:
-    cls, parser, ignored = PROCESSES[name]
+    p = PROCESSES[name]
+    cls, parser, ignored = p.cls, p.parser, p.ignored
     actions = _option_strings(parser)
     declared_flags = {f: d.name for d in declared(cls) for f in d.spec.flags}
     assert set(actions) == set(declared_flags) | set(ignored)
@@ -61,7 +99,7 @@ def test_the_parser_has_exactly_the_declared_flags_each_feeding_its_field(name: 
 def test_declared_defaults_are_valid_values_of_their_type(name: str) -> None:
     """A default is a value of the field's kind (no mutable defaults, no text where the
     parser yields numbers), so "not given" and "given the default" mean the same."""
-    cls, _, _ = PROCESSES[name]
+    cls = PROCESSES[name].cls
     for d in declared(cls):
         if d.default is None:
             continue
@@ -70,47 +108,45 @@ def test_declared_defaults_are_valid_values_of_their_type(name: str) -> None:
             assert all(isinstance(x, str) for x in d.default), d.name
 
 
-def test_controller_parsed_without_flags_gives_the_declared_defaults() -> None:
-    """The parser adds nothing of its own: with no flag given every field of the parsed
-    settings is the dataclass' default, in both modes."""
-    env = {"CONTROLLER_MANAGER_POD_NAMESPACE": "arc", "GITHUB_TOKEN": "ghp_x"}
-    scaleset = controller_main.parse_args(["--auto-scaling-runner-set-only"], env)
-    legacy = controller_main.parse_args([], env)
-    defaults = ControllerSettings()
-    derived = {
-        "controller_namespace": "arc",
-        "leader_election_namespace": "arc",  # defaults to the controller's namespace
-    }
+@pytest.mark.parametrize("name", NAMES)
+def test_parsed_without_flags_gives_the_declared_defaults(name: str) -> None:
+    """The parser adds no default of its own: with no flag given every field of the parsed
+    settings is the dataclass' default (or derived, as listed)."""
+    p = PROCESSES[name]
+    parsed = p.parse(p.argv, p.env)
+    for d in declared(p.cls):
+        assert getattr(parsed, d.name) == p.derived.get(d.name, d.default), d.name
+        assert getattr(p.cls(), d.name) == d.default, d.name
+
+
+def test_controller_legacy_mode_without_flags_gives_the_declared_defaults() -> None:
+    parsed = controller_main.parse_args([], {"GITHUB_TOKEN": "ghp_x"})
     for d in declared(ControllerSettings):
-        want = derived.get(d.name, d.default)
-        assert getattr(scaleset, d.name) == (
-            True if d.name == "auto_scaling_runner_set_only" else want
-        )
-        if d.name != "github_token":
-            assert getattr(legacy, d.name) == want, d.name
-        assert getattr(defaults, d.name) == d.default
+        want = "ghp_x" if d.name == "github_token" else d.default
+        assert getattr(parsed, d.name) == want, d.name
 
 
-def test_every_flag_round_trips_through_the_parser() -> None:
+@pytest.mark.parametrize("name", NAMES)
+def test_every_flag_round_trips_through_the_parser(name: str) -> None:
     """Each flag, given a value unlike its default, lands in its own field."""
-    env = {"CONTROLLER_MANAGER_POD_NAMESPACE": "arc"}
-    for d in declared(ControllerSettings):
+    p = PROCESSES[name]
+    for d in declared(p.cls):
         if not d.spec.flags or d.spec.group:
             continue
-        flag = d.spec.flags[0]
-        if d.kind == "switch":
-            argv, want = [flag], True
-        elif d.spec.choices:
-            other = next(c for c in d.spec.choices if c != d.default)
-            argv, want = [f"{flag}={other}"], other
-        elif d.kind == "repeat":
-            argv, want = [f"{flag}=x"], ("x",)
-        elif isinstance(d.default, int | float):
-            argv, want = [f"{flag}=7"], 7
-        else:
-            argv, want = [f"{flag}=x"], "x"
-        parsed = controller_main.parse_args(["--auto-scaling-runner-set-only", *argv], env)
-        assert getattr(parsed, d.name) == want, flag
+        for flag in d.spec.flags:
+            if d.kind == "switch":
+                argv, want = [flag], True
+            elif d.spec.choices:
+                other = next(c for c in d.spec.choices if c != d.default)
+                argv, want = [f"{flag}={other}"], other
+            elif d.kind == "repeat":
+                argv, want = [f"{flag}=x"], ("x",)
+            elif isinstance(d.default, int | float) or d.spec.parse is not None:
+                argv, want = [f"{flag}=7"], 7
+            else:
+                argv, want = [f"{flag}=x"], "x"
+            parsed = p.parse([*p.argv, *argv], p.env)
+            assert getattr(parsed, d.name) == want, flag
 
 
 def _feeds(options_cls: type) -> dict[str, Any]:
@@ -172,3 +208,21 @@ def test_each_chart_value_row_names_the_flag_it_renders() -> None:
         rows = [ln for ln in values_part.splitlines() if ln.startswith(f"| `{d.spec.chart}` |")]
         assert len(rows) == 1, d.spec.chart
         assert any(f"`{flag}" in rows[0] for flag in d.spec.flags), (d.spec.chart, rows[0])
+
+
+def test_the_listener_process_loads_none_of_it() -> None:
+    """The listener is configured by its JSON file and kept light: the settings machinery
+    (argparse) is for the controller and the webhook server only."""
+    import subprocess
+    import sys
+
+    probe = (
+        "import sys\n"
+        "import gharc.cli, gharc.listener.__main__, gharc.listener.app\n"
+        "print(','.join(sorted(m for m in sys.modules if m.startswith('gharc.settings') "
+        "or m in ('argparse', 'aiohttp'))))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=60
+    )
+    assert out.stdout.strip() == ""
