@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from gharc.api.scaleset.views import EphemeralRunnerSetView
 from gharc.kube.objects import status_of
 from gharc.sim.report import Report, github_calls, job_times, percentile
 from gharc.sim.workload import Workload
@@ -142,8 +143,8 @@ async def _watch(api: Any, timeline: Timeline, kind: str, stop: asyncio.Event) -
                     rv = meta.get("resourceVersion") or rv
                     key = f"{meta.get('namespace')}/{meta.get('name')}"
                     if kind == "ephemeralrunnersets":
-                        spec = obj.get("spec", {})
-                        value = (int(spec.get("replicas") or 0), int(spec.get("patchID") or 0))
+                        ers = EphemeralRunnerSetView(obj)
+                        value = (ers.replicas, ers.patch_id)
                         if seen_patch.get(key) != value:
                             seen_patch[key] = value
                             timeline.patches[str(meta.get("namespace"))].append((now, *value))

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from gharc.api import crds
+from gharc.api.scaleset.views import EphemeralRunnerView
 from gharc.sim.github import FakeGitHubServer
 from gharc.sim.report import Report, Sample, github_calls, job_times
 from gharc.sim.workload import Workload
@@ -194,7 +195,7 @@ class Demo:
             listed = await custom.list_namespaced_custom_object(
                 "actions.github.com", "v1alpha1", RUNNER_NAMESPACE, "ephemeralrunners"
             )
-            busy = [er for er in listed["items"] if er.get("status", {}).get("jobId")]
+            busy = [er for er in listed["items"] if EphemeralRunnerView(er).has_job]
             if busy:
                 name = busy[0]["metadata"]["name"]
                 kubelet.evict(RUNNER_NAMESPACE, name)

@@ -32,6 +32,7 @@ from typing import Any, Protocol
 
 from gharc.api.resources import EPHEMERAL_RUNNERS
 from gharc.api.scaleset import constants as c
+from gharc.api.scaleset.views import EphemeralRunnerView
 from gharc.controllers.scaleset import runnerresources as rr
 from gharc.controllers.scaleset.credentials import ClientResolver, ConfigurationError, GitHubTarget
 from gharc.controllers.scaleset.events import WARNING, EventRecorder, emit
@@ -221,8 +222,8 @@ def pod_was_running(er: Mapping[str, Any]) -> bool:
     sits idle, never given a job (ARC #4588: 64 minutes). Every path that loses a pod
     that ran moves the phase back to Pending together with spending the config, so a
     pod-less runner still Running lost its pod without the controller seeing it fail."""
-    status = rr.status_of(er)
-    return status.get("phase") == c.PHASE_RUNNING or bool(status.get("ready"))
+    runner = EphemeralRunnerView(er)
+    return runner.is_running or runner.ready
 
 
 def runner_started(er: Mapping[str, Any], pod: Mapping[str, Any]) -> bool:
@@ -292,7 +293,7 @@ class EphemeralRunnerReconciler:
             return None
         if rr.is_deleting(er):
             return await self._finalize(er)
-        if rr.runner_is_done(er):
+        if EphemeralRunnerView(er).is_done:
             await self._cleanup_resources(er)
             return None
         if not (
@@ -316,10 +317,10 @@ class EphemeralRunnerReconciler:
                 # Our own create is on its way to the cache (the runnerId status write
                 # usually wakes us first); the pod's add event brings us back.
                 return Result(requeue_after=wait) if wait > 0 else Result(requeue=True)
-        if pod is not None and rr.runner_id(er):
+        if pod is not None and EphemeralRunnerView(er).runner_id:
             # NB: the common case (a pod status change) needs no Secret read at all.
             return await self._follow_pod(er, pod)
-        if pod is None and rr.runner_id(er) and pod_was_running(er):
+        if pod is None and EphemeralRunnerView(er).runner_id and pod_was_running(er):
             return await self._pod_lost(er)
         if pod is not None and uid in self._status_sent:
             # The pod (created together with the runnerId write) reached the cache before
@@ -337,12 +338,12 @@ class EphemeralRunnerReconciler:
             log.warning("JIT secret of %s has no runner id; re-creating it", request)
             await self.kube.delete(SECRETS, secret, missing_ok=True)
             return Result(requeue=True)
-        if rr.runner_id(er) != rid:
+        if EphemeralRunnerView(er).runner_id != rid:
             # Status names the registration the secret holds: the one RemoveRunner removes.
             # A runner without a phase becomes Pending in the same write, so its pod's
             # Pending phase costs no second status patch.
             status: JSON = {"runnerId": rid, "runnerName": data.get(rr.SECRET_KEY_RUNNER_NAME, "")}
-            if pod is None and not rr.status_of(er).get("phase"):
+            if pod is None and not EphemeralRunnerView(er).phase:
                 status.update(phase=c.PHASE_PENDING, ready=False)
             written = er
 
@@ -389,7 +390,7 @@ class EphemeralRunnerReconciler:
     async def _registered_id(self, er: JSON) -> int:
         """The runner id from status, or from the JIT secret when status was never written
         (a crash between the two): a registration must not leak because of that window."""
-        rid = rr.runner_id(er)
+        rid = EphemeralRunnerView(er).runner_id
         if rid:
             return rid
         try:
@@ -485,7 +486,7 @@ class EphemeralRunnerReconciler:
         """
         m = rr.meta(er)
         name, ns = str(m["name"]), str(m["namespace"])
-        if NEWBORN.take(str(m.get("uid") or "")) and not rr.runner_id(er):
+        if NEWBORN.take(str(m.get("uid") or "")) and not EphemeralRunnerView(er).runner_id:
             return await self._register(er)
         try:
             secret = await self.kube.get(SECRETS, c.runner_jit_secret_name(name), namespace=ns)
@@ -498,7 +499,7 @@ class EphemeralRunnerReconciler:
             return _JitSecret(er, None)
         if rr.is_deleting(er):
             return _JitSecret(er, None, await self._finalize(er))
-        if rr.runner_is_done(er):
+        if EphemeralRunnerView(er).is_done:
             await self._cleanup_resources(er)
             return _JitSecret(er, None)
         try:
@@ -506,7 +507,7 @@ class EphemeralRunnerReconciler:
         except ConfigurationError as err:
             await emit(self.recorder, er, WARNING, err.reason, err.message)
             return _JitSecret(er, None, Result(requeue_after=CONFIGURATION_REQUEUE))
-        if rr.runner_id(er):
+        if EphemeralRunnerView(er).runner_id:
             retired = await self._retire_registration(er, client)
             if retired is not None:
                 return _JitSecret(er, None, retired)
@@ -521,7 +522,7 @@ class EphemeralRunnerReconciler:
             except ConfigurationError as err:
                 await emit(self.recorder, er, WARNING, err.reason, err.message)
                 return _JitSecret(er, None, Result(requeue_after=CONFIGURATION_REQUEUE))
-        scale_set_id = rr.int_or(rr.spec_of(er).get("runnerScaleSetId"))
+        scale_set_id = EphemeralRunnerView(er).scale_set_id
         try:
             jit = await client.generate_jit_runner_config(scale_set_id, name, rr.work_folder(er))
         except gh.AgentExists:
@@ -555,7 +556,7 @@ class EphemeralRunnerReconciler:
         """Remove the registration a live runner's status names, whose JIT secret is gone
         (deleted by hand, or corrupted): its config cannot be read back, so it is removed
         rather than left offline at GitHub next to a new one. ``None`` when it is gone."""
-        rid = rr.runner_id(er)
+        rid = EphemeralRunnerView(er).runner_id
         try:
             await client.remove_runner(rid)
         except gh.AgentNotFound:
@@ -643,7 +644,7 @@ class EphemeralRunnerReconciler:
         return _JitSecret(er, None)
 
     async def _remove_registration(self, er: JSON) -> None:
-        rid = rr.runner_id(er)
+        rid = EphemeralRunnerView(er).runner_id
         if not rid:
             return
         try:
@@ -669,9 +670,9 @@ class EphemeralRunnerReconciler:
                 )
             except kerr.NotFound:
                 return None
-        if rr.is_deleting(er) or rr.runner_is_done(er):
+        if rr.is_deleting(er) or EphemeralRunnerView(er).is_done:
             return Result(requeue=True)
-        failures = rr.status_of(er).get("failures") or {}
+        failures = EphemeralRunnerView(er).failures
         if failures:
             times = [t for t in (parse_time(v) for v in failures.values()) if t is not None]
             if times:
@@ -804,13 +805,13 @@ class EphemeralRunnerReconciler:
     async def _pod_failed(self, er: JSON, pod: JSON, verdict: PodVerdict) -> Result | None:
         """Behaviours B2: fail fast, never count a dead pod as a viable runner."""
         pod_name = str(rr.meta(pod).get("name"))
-        if rr.runner_has_job(er):
+        if EphemeralRunnerView(er).has_job:
             return await self._busy_runner_lost(
                 er, f"pod {pod_name} failed while running job", verdict.message
             )
 
         started = runner_started(er, pod)  # read before the patch below moves the phase
-        failures = dict(rr.status_of(er).get("failures") or {})
+        failures = dict(EphemeralRunnerView(er).failures)
         uid = str(rr.meta(pod).get("uid") or pod_name)
         new = uid not in failures
         if new:
@@ -853,7 +854,7 @@ class EphemeralRunnerReconciler:
             er,
             WARNING,
             "RunnerFailed",
-            f"{what} {rr.status_of(er).get('jobId')}: {why}; deleting the runner so the set "
+            f"{what} {EphemeralRunnerView(er).job_id}: {why}; deleting the runner so the set "
             "replaces it",
         )
         er = await self._drop_finalizer(er, c.FINALIZER_EPHEMERAL_RUNNER_REGISTRATION)
@@ -888,15 +889,16 @@ class EphemeralRunnerReconciler:
             er = await self.kube.get(EPHEMERAL_RUNNERS, name, namespace=ns)
         except kerr.NotFound:
             return None
-        if rr.is_deleting(er) or rr.runner_is_done(er) or not pod_was_running(er):
+        if rr.is_deleting(er) or EphemeralRunnerView(er).is_done or not pod_was_running(er):
             return Result(requeue=True)
-        rid = rr.runner_id(er)
-        if rr.runner_has_job(er):
+        runner = EphemeralRunnerView(er)
+        rid = runner.runner_id
+        if runner.has_job:
             return await self._busy_runner_lost(
                 er, f"pod {c.runner_pod_name(name)} was lost while running job", "pod gone"
             )
         await self._spend_jit_config(er)
-        failures = dict(rr.status_of(er).get("failures") or {})
+        failures = dict(runner.failures)
         failures.setdefault(f"lost-runner-{rid}", format_time(now()))
         message = f"pod {c.runner_pod_name(name)} of runner {rid} is gone"
         er = await self._record_failures(er, failures, "PodLost", message)

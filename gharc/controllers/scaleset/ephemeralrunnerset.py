@@ -43,6 +43,7 @@ from typing import Any
 
 from gharc.api.resources import EPHEMERAL_RUNNER_SETS, EPHEMERAL_RUNNERS
 from gharc.api.scaleset import constants as c
+from gharc.api.scaleset.views import EphemeralRunnerSetView, EphemeralRunnerView
 from gharc.controllers.scaleset import conditions as cond
 from gharc.controllers.scaleset import failedbackoff as fb
 from gharc.controllers.scaleset import runnerresources as rr
@@ -111,7 +112,7 @@ class Buckets:
             if rr.is_deleting(er) or name in going:
                 b.deleting.append(er)
                 continue
-            phase = rr.runner_phase(er)
+            phase = EphemeralRunnerView(er).phase
             if phase == c.PHASE_RUNNING:
                 b.running.append(er)
             elif phase == c.PHASE_SUCCEEDED:
@@ -139,7 +140,7 @@ class Buckets:
     @property
     def invalid(self) -> list[JSON]:
         """Failed because the template is unusable: a replacement would fail the same way."""
-        return [er for er in self.failed if rr.status_of(er).get("reason") == c.REASON_INVALID_POD]
+        return [er for er in self.failed if EphemeralRunnerView(er).reason == c.REASON_INVALID_POD]
 
     def scale_up_total(self) -> int:
         """Runners that count against ``replicas`` when deciding to create more.
@@ -231,12 +232,10 @@ class EphemeralRunnerSetReconciler:
             return None
 
         self._publish_metrics(ers, b)
-        spec, status = rr.spec_of(ers), rr.status_of(ers)
-        if rr.int_or(spec.get("actionableRevision")) > rr.int_or(
-            status.get("appliedActionableRevision")
-        ):
+        view = EphemeralRunnerSetView(ers)
+        if view.revision_pending:
             return await self._apply_revision(ers, b)
-        if b.outdated or status.get("phase") == c.PHASE_OUTDATED:
+        if b.outdated or view.phase == c.PHASE_OUTDATED:
             await self._update_status(ers, b)
             done = await self._cleanup_runners(ers, b)
             return None if done else Result(requeue_after=BUSY_REQUEUE)
@@ -257,7 +256,7 @@ class EphemeralRunnerSetReconciler:
             return None
         if not await self._cleanup_runners(ers, b):
             return Result(requeue_after=BUSY_REQUEUE)
-        if rr.spec_of(ers).get("ephemeralRunnerSpec", {}).get("proxy"):
+        if EphemeralRunnerSetView(ers).runner_spec.get("proxy"):
             await self.kube.delete(
                 SECRETS,
                 rr.proxy_secret_name(ers),
@@ -282,7 +281,7 @@ class EphemeralRunnerSetReconciler:
             await self._delete_runner(ers, er)
         client: ActionsClient | None = None
         for er in b.alive:
-            if rr.runner_has_job(er):
+            if EphemeralRunnerView(er).has_job:
                 continue
             try:
                 client = client or await self._client(ers)
@@ -297,20 +296,21 @@ class EphemeralRunnerSetReconciler:
     # -- B4: actionable revision -----------------------------------------------------------
 
     async def _apply_revision(self, ers: JSON, b: Buckets) -> Result | None:
-        target = rr.int_or(rr.spec_of(ers).get("actionableRevision"))
+        target = EphemeralRunnerSetView(ers).actionable_revision
         desired = rr.desired_runner_spec(ers)
         stale = [
             er
             for er in b.alive + b.terminated
-            if rr.runner_revision(er) < target
+            if EphemeralRunnerView(er).revision < target
             and not rr.semantically_equal(rr.spec_of(er), desired)
         ]
         client: ActionsClient | None = None
         rebuilt = kept = 0
         for er in stale:
-            if rr.runner_is_done(er):
+            runner = EphemeralRunnerView(er)
+            if runner.is_done:
                 await self._delete_runner(ers, er)
-            elif rr.runner_has_job(er):
+            elif runner.has_job:
                 kept += 1
             else:
                 client = client or await self._client(ers)
@@ -323,7 +323,7 @@ class EphemeralRunnerSetReconciler:
         fresh = await self.kube.get(
             EPHEMERAL_RUNNER_SETS, rr.meta(ers)["name"], namespace=rr.meta(ers)["namespace"]
         )
-        if rr.int_or(rr.status_of(fresh).get("appliedActionableRevision")) >= target:
+        if EphemeralRunnerSetView(fresh).applied_revision >= target:
             return None
         await self.kube.patch_status(
             EPHEMERAL_RUNNER_SETS,
@@ -354,7 +354,7 @@ class EphemeralRunnerSetReconciler:
         capacity (``b.held``). Returns the seconds until the next one may go (the requeue: nothing
         else would wake us when the backoff ends).
         """
-        due = [er for er in b.failed if rr.status_of(er).get("reason") != c.REASON_INVALID_POD]
+        due = [er for er in b.failed if EphemeralRunnerView(er).reason != c.REASON_INVALID_POD]
         uid = str(rr.meta(ers).get("uid"))
         if not due:
             # A backoff that was reported ends with its last Failed runner: say so, once.
@@ -372,9 +372,9 @@ class EphemeralRunnerSetReconciler:
             if now - streak.last > FAILED_RUNNER_WINDOW:
                 streak = fb.Streak(0, streak.last)
             wait = streak.last + float(ladder[min(streak.count, len(ladder) - 1)]) - now
-            status = rr.status_of(er)
             name = rr.meta(er).get("name")
-            why = f"{status.get('reason') or 'Failed'}: {status.get('message') or 'no message'}"
+            detail = rr.status_of(er).get("message") or "no message"
+            why = f"{EphemeralRunnerView(er).reason or 'Failed'}: {detail}"
             if wait > 0:
                 message = (
                     f"{streak.count} failed runner(s) replaced in a row; runner {name} "
@@ -423,9 +423,9 @@ class EphemeralRunnerSetReconciler:
         again and redoes both; the other order could leave the gap without its marker.
         The optimistic lock ties the marker to the ``spec.patchID`` we read.
         """
-        patch_id = rr.int_or(rr.spec_of(ers).get("patchID"))
-        uid = str(rr.meta(ers).get("uid"))
-        known = self._markers.get(uid, rr.status_of(ers).get("finishedRunnerCleanupPatchID"))
+        view = EphemeralRunnerSetView(ers)
+        patch_id, uid = view.patch_id, view.uid
+        known = self._markers.get(uid, view.cleanup_marker)
         if known != patch_id:
             await self._write_marker(ers, patch_id, self._counts(ers, b, cleaning=True))
             self._markers[uid] = patch_id
@@ -468,12 +468,11 @@ class EphemeralRunnerSetReconciler:
     # -- scaling -------------------------------------------------------------------------
 
     async def _scale(self, ers: JSON, b: Buckets) -> Result | None:
-        spec = rr.spec_of(ers)
-        replicas = rr.int_or(spec.get("replicas"))
-        patch_id = rr.int_or(spec.get("patchID"))
+        view = EphemeralRunnerSetView(ers)
+        replicas, patch_id = view.replicas, view.patch_id
         total = b.scale_up_total()
         if total < replicas:
-            uid = str(rr.meta(ers).get("uid"))
+            uid = view.uid
             if uid in self._markers:
                 marker = self._markers[uid]
             else:
@@ -485,15 +484,12 @@ class EphemeralRunnerSetReconciler:
                     rr.meta(ers)["name"],
                     namespace=rr.meta(ers)["namespace"],
                 )
-                fspec = rr.spec_of(fresh)
-                if (
-                    rr.int_or(fspec.get("patchID")) != patch_id
-                    or rr.int_or(fspec.get("replicas")) != replicas
-                ):
+                live = EphemeralRunnerSetView(fresh)
+                if live.patch_id != patch_id or live.replicas != replicas:
                     return None  # the cache is behind; the newer spec's event is on its way
-                marker = rr.status_of(fresh).get("finishedRunnerCleanupPatchID")
+                marker = live.cleanup_marker
                 self._markers[uid] = marker
-            if patch_id > 0 and marker is not None and rr.int_or(marker) == patch_id:
+            if patch_id > 0 and marker is not None and marker == patch_id:
                 log.info(
                     "scale up to %d suppressed: patch %d is the one finished runners were "
                     "cleaned up for",
@@ -554,12 +550,12 @@ class EphemeralRunnerSetReconciler:
             age = _age(er, now)
             if age >= timeout:
                 stuck.append(er)
-            elif not rr.runner_has_job(er):
+            elif not EphemeralRunnerView(er).has_job:
                 protected.append(timeout - age)
         for er in stuck + b.running:
             if retired >= count:
                 break
-            if rr.runner_has_job(er):
+            if EphemeralRunnerView(er).has_job:
                 continue
             client = client or await self._client(ers)
             try:
@@ -585,7 +581,7 @@ class EphemeralRunnerSetReconciler:
 
     async def _client(self, ers: JSON) -> ActionsClient:
         ns = str(rr.meta(ers)["namespace"])
-        target = GitHubTarget.from_spec(ns, rr.spec_of(ers).get("ephemeralRunnerSpec") or {})
+        target = GitHubTarget.from_spec(ns, EphemeralRunnerSetView(ers).runner_spec)
         return await self.resolver.client_for(target)
 
     async def _retire(self, ers: JSON, er: JSON, client: ActionsClient) -> bool:
@@ -594,7 +590,7 @@ class EphemeralRunnerSetReconciler:
         Once the registration is gone the ER's registration finalizer is dropped here, so
         its own finalizer does not call GitHub a second time for the same runner.
         """
-        rid = rr.runner_id(er)
+        rid = EphemeralRunnerView(er).runner_id
         if rid:
             try:
                 await client.remove_runner(rid)
@@ -623,8 +619,7 @@ class EphemeralRunnerSetReconciler:
     # -- proxy secret ----------------------------------------------------------------------
 
     async def _ensure_proxy_secret(self, ers: JSON) -> Result | None:
-        runner_spec = rr.spec_of(ers).get("ephemeralRunnerSpec") or {}
-        proxy = rr.proxy_config(runner_spec)
+        proxy = rr.proxy_config(EphemeralRunnerSetView(ers).runner_spec)
         if proxy is None:
             return None
         ns = str(rr.meta(ers)["namespace"])
@@ -661,7 +656,7 @@ class EphemeralRunnerSetReconciler:
     def _counts(ers: JSON, b: Buckets, *, cleaning: bool = False) -> JSON:
         """The status counts and phase for ``b``; ``cleaning``: with the finished runners
         already counted as deleting (they are deleted next)."""
-        status = rr.status_of(ers)
+        phase = EphemeralRunnerSetView(ers).phase
         finished = 0 if cleaning else len(b.finished)
         deleting = len(b.deleting) + (len(b.finished) if cleaning else 0)
         return {
@@ -671,7 +666,7 @@ class EphemeralRunnerSetReconciler:
             "failedEphemeralRunners": len(b.failed),
             "finishedEphemeralRunners": finished,
             "deletingEphemeralRunners": deleting,
-            "phase": c.PHASE_OUTDATED if b.outdated else (status.get("phase") or c.PHASE_RUNNING),
+            "phase": c.PHASE_OUTDATED if b.outdated else (phase or c.PHASE_RUNNING),
         }
 
     async def _update_status(self, ers: JSON, b: Buckets) -> Result | None:
@@ -696,12 +691,9 @@ class EphemeralRunnerSetReconciler:
     def _publish_metrics(self, ers: JSON, b: Buckets) -> None:
         if self.metrics is None:
             return
-        m = rr.meta(ers)
-        labels = m.get("labels") or {}
+        view = EphemeralRunnerSetView(ers)
         values = self.metrics.labels_for(
-            str(labels.get(c.LABEL_SCALE_SET_NAME, m.get("name"))),
-            str(labels.get(c.LABEL_SCALE_SET_NAMESPACE, m.get("namespace"))),
-            str((rr.spec_of(ers).get("ephemeralRunnerSpec") or {}).get("githubConfigUrl") or ""),
+            view.scale_set_name, view.scale_set_namespace, view.github_config_url
         )
         self.metrics.pending_ephemeral_runners.labels(**values).set(len(b.pending))
         self.metrics.running_ephemeral_runners.labels(**values).set(len(b.running))

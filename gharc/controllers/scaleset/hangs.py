@@ -27,6 +27,7 @@ from prometheus_client import Counter
 
 from gharc.api.resources import EPHEMERAL_RUNNERS
 from gharc.api.scaleset import constants as c
+from gharc.api.scaleset.views import EphemeralRunnerView
 from gharc.controllers.scaleset import runnerresources as rr
 from gharc.controllers.scaleset.events import WARNING, EventRecorder, emit
 from gharc.kube import errors as kerr
@@ -50,14 +51,14 @@ HUNG_RUNNERS = Counter(
 
 def looks_hung(er: JSON, registered: set[int]) -> bool:
     """A runner that took a job, is still Running, and is no longer registered at GitHub."""
-    rid = rr.runner_id(er)
+    runner = EphemeralRunnerView(er)
+    rid = runner.runner_id
     return bool(
         rid
         and rid not in registered
-        and rr.runner_has_job(er)
+        and runner.has_job
         and not rr.is_deleting(er)
-        and not rr.runner_is_done(er)
-        and rr.status_of(er).get("phase") == c.PHASE_RUNNING
+        and runner.is_running
     )
 
 
@@ -91,10 +92,10 @@ class HangReaper:
         self._since = {k: v for k, v in self._since.items() if k in uids}
 
     async def _finish(self, er: JSON, waited: float) -> None:
-        m = rr.meta(er)
-        ns, name = str(m["namespace"]), str(m["name"])
+        runner = EphemeralRunnerView(er)
+        ns, name = runner.namespace, runner.name
         message = (
-            f"runner {rr.runner_id(er)} finished job {rr.status_of(er).get('jobId')} and left "
+            f"runner {runner.runner_id} finished job {runner.job_id} and left "
             f"GitHub, but its pod kept running for {waited:.0f}s more; deleting the pod"
         )
         # Status first: a pod gone while the runner still reads Running with a job would be

@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gharc.api.resources import EPHEMERAL_RUNNER_SETS, EPHEMERAL_RUNNERS
-from gharc.api.scaleset import constants as c
+from gharc.api.scaleset.views import EphemeralRunnerSetView, EphemeralRunnerView
 from gharc.controllers.scaleset import runnerresources as rr
 from gharc.controllers.scaleset.credentials import ClientResolver, ConfigurationError, GitHubTarget
 from gharc.controllers.scaleset.ephemeralrunner import now as wall_now
@@ -44,7 +44,7 @@ from gharc.github import errors as gh
 from gharc.github.actions import ActionsClient
 from gharc.kube.cache import Cache
 from gharc.kube.client import KubeClient
-from gharc.kube.objects import parse_time, spec_of
+from gharc.kube.objects import parse_time
 
 log = logging.getLogger(__name__)
 
@@ -129,10 +129,10 @@ class OrphanReconciler:
         """One pass over every scale set the cache knows an EphemeralRunnerSet of."""
         groups: dict[tuple[str, int], list[JSON]] = {}
         for ers in await self.cache.list(EPHEMERAL_RUNNER_SETS):
-            spec = spec_of(ers).get("ephemeralRunnerSpec") or {}
-            ss_id = rr.int_or(spec.get("runnerScaleSetId"))
+            view = EphemeralRunnerSetView(ers)
+            ss_id = view.scale_set_id
             if ss_id and not rr.is_deleting(ers):
-                groups.setdefault((str(spec.get("githubConfigUrl") or ""), ss_id), []).append(ers)
+                groups.setdefault((view.github_config_url, ss_id), []).append(ers)
         runners = await self.cache.list(EPHEMERAL_RUNNERS)
         seen_orphans: set[tuple[int, int]] = set()
         self._hung_seen = set()
@@ -154,7 +154,7 @@ class OrphanReconciler:
         seen_orphans: set[tuple[int, int]],
     ) -> None:
         owner = sets[0]
-        spec = spec_of(owner).get("ephemeralRunnerSpec") or {}
+        spec = EphemeralRunnerSetView(owner).runner_spec
         ns = str(rr.meta(owner).get("namespace"))
         client = await self.resolver.client_for(GitHubTarget.from_spec(ns, spec))
         at_github = await list_scale_set_runners(client, ss_id)
@@ -162,11 +162,11 @@ class OrphanReconciler:
         mine = [
             er
             for er in runners
-            if rr.int_or(rr.spec_of(er).get("runnerScaleSetId")) == ss_id
+            if EphemeralRunnerView(er).scale_set_id == ss_id
             and str(rr.meta(er).get("namespace"))
             in {str(rr.meta(s).get("namespace")) for s in sets}
         ]
-        held_ids = {rr.runner_id(er) for er in mine if rr.runner_id(er)}
+        held_ids = {rid for rid in (EphemeralRunnerView(er).runner_id for er in mine) if rid}
         held_names = {str(rr.meta(er).get("name")) for er in mine}
         sets_by_uid = {str(rr.meta(s).get("uid")): s for s in sets}
         if self._hangs is not None:
@@ -174,14 +174,14 @@ class OrphanReconciler:
         now = self.clock()
 
         for er in mine:
-            rid = rr.runner_id(er)
+            runner = EphemeralRunnerView(er)
+            rid = runner.runner_id
             if (
                 not rid
                 or rid in registered
                 or rr.is_deleting(er)
-                or rr.runner_is_done(er)
-                or rr.runner_has_job(er)
-                or rr.status_of(er).get("phase") != c.PHASE_RUNNING
+                or runner.has_job
+                or not runner.is_running
             ):
                 continue
             # Registered for at least the grace (registration follows creation within

@@ -4,9 +4,9 @@ Pure functions from parent objects (dicts as the API returns them) to the desire
 objects (spec §5.2, §9.6, §10.3, §11.1), so they are unit-tested without a cluster and the
 reconcilers stay about decisions, not dictionary plumbing.
 
-Also here: the runner-state helpers both reconcilers need (phase, job, registration) and
-the comparison of runner templates, :func:`gharc.kube.objects.semantically_equal`
-(behaviours B4).
+Also here: the comparison of runner templates, :func:`gharc.kube.objects.semantically_equal`
+(behaviours B4). A runner's state (phase, job, registration) is read through
+:class:`gharc.api.scaleset.views.EphemeralRunnerView`.
 """
 
 from __future__ import annotations
@@ -18,6 +18,11 @@ from typing import Any, Final
 
 from gharc.api.scaleset import constants as c
 from gharc.api.scaleset.models import ProxyConfig
+from gharc.api.scaleset.views import (
+    ANNOTATION_ACTIONABLE_REVISION as ANNOTATION_ACTIONABLE_REVISION,
+)
+from gharc.api.scaleset.views import EphemeralRunnerSetView
+from gharc.api.scaleset.views import int_or as int_or  # re-export
 from gharc.controllers.scaleset.labels import filter_and_merge_labels, merge_annotations
 from gharc.kube.handler import owner_reference
 from gharc.kube.objects import decode_secret_data
@@ -31,10 +36,6 @@ from gharc.kube.store import copy_object
 
 JSON = dict[str, Any]
 
-#: The ``spec.actionableRevision`` of the EphemeralRunnerSet a runner was built from
-#: (behaviours B4). Not in gharc.api.scaleset.constants yet: gharc-only, ARC has no such key.
-ANNOTATION_ACTIONABLE_REVISION: Final = "actions.github.com/actionable-revision"
-
 #: Secret keys of the JIT config Secret (spec §10.3); ``jitToken`` is the shared constant.
 SECRET_KEY_RUNNER_NAME: Final = "runnerName"
 SECRET_KEY_RUNNER_ID: Final = "runnerId"
@@ -42,42 +43,6 @@ SECRET_KEY_SCALE_SET_ID: Final = "scaleSetId"
 
 
 # --- small accessors ---------------------------------------------------------------------
-
-
-def int_or(value: Any, default: int = 0) -> int:
-    """``int(value)``, or ``default`` for anything that does not parse (bad annotations)."""
-    try:
-        return int(value)
-    except (TypeError, ValueError):
-        return default
-
-
-def runner_phase(er: Mapping[str, Any]) -> str:
-    return str(status_of(er).get("phase") or "")
-
-
-def runner_is_done(er: Mapping[str, Any]) -> bool:
-    """ARC ``IsDone()``: Succeeded, Failed or Outdated; the runner will not run a job again."""
-    return runner_phase(er) in c.EPHEMERAL_RUNNER_DONE_PHASES
-
-
-def runner_has_job(er: Mapping[str, Any]) -> bool:
-    """ARC ``HasJob()``: the listener recorded a job for this runner (it is busy)."""
-    return bool(status_of(er).get("jobId"))
-
-
-def runner_id(er: Mapping[str, Any]) -> int:
-    return int_or(status_of(er).get("runnerId"))
-
-
-def runner_patch_id(er: Mapping[str, Any]) -> int:
-    return int_or(meta(er).get("annotations", {}).get(c.ANNOTATION_PATCH_ID), -1)
-
-
-def runner_revision(er: Mapping[str, Any]) -> int:
-    """The actionable revision a runner was built for; 0 for runners without the annotation
-    (built by ARC or by an older gharc)."""
-    return int_or((meta(er).get("annotations") or {}).get(ANNOTATION_ACTIONABLE_REVISION))
 
 
 def creation_key(obj: Mapping[str, Any]) -> tuple[str, str]:
@@ -101,7 +66,7 @@ def proxy_secret_name(ers: Mapping[str, Any]) -> str:
 
 def desired_runner_spec(ers: Mapping[str, Any]) -> JSON:
     """``spec`` of a new EphemeralRunner: the ERS template, plus the proxy Secret name."""
-    runner_spec: JSON = copy_object(dict(spec_of(ers).get("ephemeralRunnerSpec") or {}))
+    runner_spec: JSON = copy_object(dict(EphemeralRunnerSetView(ers).runner_spec))
     if runner_spec.get("proxy"):
         runner_spec["proxySecretRef"] = proxy_secret_name(ers)
     return runner_spec
@@ -116,14 +81,14 @@ def new_ephemeral_runner(ers: Mapping[str, Any]) -> JSON:
     exist, even for a moment, without its GitHub registration being guarded.
     """
     m = meta(ers)
-    spec = spec_of(ers)
-    extra = spec.get("ephemeralRunnerMetadata") or {}
+    view = EphemeralRunnerSetView(ers)
+    extra = view.spec.get("ephemeralRunnerMetadata") or {}
     labels = dict(m.get("labels") or {})
     labels[c.LABEL_COMPONENT] = c.COMPONENT_RUNNER
     annotations = dict(m.get("annotations") or {})
     annotations.pop(c.ANNOTATION_INTEGRITY_HASH, None)
-    annotations[c.ANNOTATION_PATCH_ID] = str(int_or(spec.get("patchID")))
-    annotations[ANNOTATION_ACTIONABLE_REVISION] = str(int_or(spec.get("actionableRevision")))
+    annotations[c.ANNOTATION_PATCH_ID] = str(view.patch_id)
+    annotations[ANNOTATION_ACTIONABLE_REVISION] = str(view.actionable_revision)
     return {
         "apiVersion": c.API_VERSION,
         "kind": c.KIND_EPHEMERAL_RUNNER,
@@ -142,7 +107,7 @@ def new_ephemeral_runner(ers: Mapping[str, Any]) -> JSON:
 def new_proxy_secret(ers: Mapping[str, Any], data: Mapping[str, str]) -> JSON:
     """The ERS proxy Secret (env var name -> value), labelled with the scale set only."""
     m = meta(ers)
-    labels = m.get("labels") or {}
+    view = EphemeralRunnerSetView(ers)
     return {
         "apiVersion": "v1",
         "kind": "Secret",
@@ -150,10 +115,8 @@ def new_proxy_secret(ers: Mapping[str, Any], data: Mapping[str, str]) -> JSON:
             "name": proxy_secret_name(ers),
             "namespace": m["namespace"],
             "labels": {
-                c.LABEL_SCALE_SET_NAME: labels.get(c.LABEL_SCALE_SET_NAME, m["name"]),
-                c.LABEL_SCALE_SET_NAMESPACE: labels.get(
-                    c.LABEL_SCALE_SET_NAMESPACE, m["namespace"]
-                ),
+                c.LABEL_SCALE_SET_NAME: view.scale_set_name,
+                c.LABEL_SCALE_SET_NAMESPACE: view.scale_set_namespace,
             },
             "ownerReferences": [owner_reference(ers)],
         },
