@@ -10,6 +10,7 @@ finished its job) has already de-registered itself and costs no API call.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -50,9 +51,15 @@ async def find_runner_id(client: RestClient, name: str) -> int | None:
 
 
 class GracefulStop:
-    def __init__(self, kube: KubeClient, options: LegacyOptions) -> None:
+    def __init__(
+        self,
+        kube: KubeClient,
+        options: LegacyOptions,
+        exited_before_deletion: Callable[[JSON], bool] = lambda _pod: False,
+    ) -> None:
         self.kube = kube
         self.options = options
+        self.exited_before_deletion = exited_before_deletion
 
     def _retry(self) -> Result:
         return Result(requeue_after=self.options.unregistration_retry_delay.total_seconds())
@@ -83,7 +90,9 @@ class GracefulStop:
         exited = p.is_stopped(pod)
         # Rule 6 is for a runner that exited after its job; one stopped by this pod's
         # deletion went offline and is still registered.
-        deregistered = exited and not p.stopped_by_deletion(pod)
+        deregistered = exited and (
+            self.exited_before_deletion(pod) or not p.stopped_by_deletion(pod)
+        )
         runner_id: int | None = None
         if ann.get(c.ANNOTATION_RUNNER_ID, "").isdigit():
             runner_id = int(ann[c.ANNOTATION_RUNNER_ID])

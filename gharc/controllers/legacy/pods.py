@@ -24,6 +24,10 @@ from gharc.kube.objects import parse_time as parse_time  # re-export
 JSON = dict[str, Any]
 
 
+def _uid(pod: Mapping[str, Any]) -> str:
+    return str(meta_of(pod).get("uid") or "")
+
+
 def _runner_status(pod: Mapping[str, Any]) -> Mapping[str, Any]:
     for cs in status_of(pod).get("containerStatuses") or ():
         if cs.get("name") == c.CONTAINER_RUNNER:
@@ -119,9 +123,33 @@ class RunnerPods:
     SELECTOR = c.LABEL_RUNNER
 
     def __init__(self, cache: Any) -> None:
+        from gharc.kube.informer import EventHandlerFuncs
         from gharc.kube.resources import PODS
 
         self.informer = cache.informer(PODS, label_selector=self.SELECTOR)
+        self._exited_live: set[str] = set()
+        self.informer.add_event_handler(
+            EventHandlerFuncs(
+                add=self._observe,
+                update=lambda _old, new: self._observe(new),
+                delete=lambda pod: self._exited_live.discard(_uid(pod)),
+            )
+        )
+
+    def _observe(self, pod: Mapping[str, Any]) -> None:
+        if is_stopped(pod) and not is_deleting(pod):
+            self._exited_live.add(_uid(pod))
+
+    def exited_before_deletion(self, pod: Mapping[str, Any]) -> bool:
+        """The informer saw this pod's runner stopped while the pod was not being deleted.
+
+        The watch delivers every version in order, so this tells a runner that exited by
+        itself (rule 6 holds: it de-registered) from one the kubelet stopped for a deletion,
+        where timestamps of one-second resolution often cannot: a finished runner's owner is
+        deleted within the same second as its exit. Unknown after a restart or a relist; then
+        :func:`stopped_by_deletion` decides from the timestamps.
+        """
+        return _uid(pod) in self._exited_live
 
     async def _synced(self) -> None:
         if not self.informer.has_synced:

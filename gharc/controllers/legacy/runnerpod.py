@@ -48,7 +48,7 @@ class RunnerPodReconciler:
     ) -> None:
         self.kube, self.cache, self.pods = kube, cache, pods
         self.github, self.options, self.recorder = github, options, recorder
-        self.stop = GracefulStop(kube, options)
+        self.stop = GracefulStop(kube, options, pods.exited_before_deletion)
 
     async def _client(self, pod: JSON, env: dict[str, str]) -> RestClient:
         secret = p.annotations_of(pod).get(c.ANNOTATION_GITHUB_API_CREDS_SECRET, "")
