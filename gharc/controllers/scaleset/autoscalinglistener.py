@@ -24,6 +24,7 @@ from typing import Any
 
 from gharc.api.resources import AUTOSCALING_LISTENERS, AUTOSCALING_RUNNER_SETS
 from gharc.api.scaleset import constants as c
+from gharc.api.scaleset.views import AutoscalingListenerView
 from gharc.controllers.scaleset import inprocesslisteners as ih
 from gharc.controllers.scaleset import listenerresources as lr
 from gharc.controllers.scaleset.credentials import ClientResolver, ConfigurationError, GitHubTarget
@@ -40,7 +41,6 @@ from gharc.kube.objects import (
     has_finalizer,
     is_deleting,
     parse_time,
-    spec_of,
     status_of,
 )
 from gharc.kube.objects import meta as meta_of
@@ -131,9 +131,8 @@ class AutoscalingListenerReconciler:
                     self.kube, AUTOSCALING_LISTENERS, listener, c.FINALIZER_AUTOSCALING_LISTENER
                 )
             )
-        spec = spec_of(listener)
-        ars_ns = str(spec.get("autoscalingRunnerSetNamespace") or "")
-        ars_name = str(spec.get("autoscalingRunnerSetName") or "")
+        view = AutoscalingListenerView(listener)
+        ars_ns, ars_name = view.ars_namespace, view.ars_name
         try:
             await self.cache.get(AUTOSCALING_RUNNER_SETS, ars_name, namespace=ars_ns)
         except NotFound:
@@ -153,7 +152,7 @@ class AutoscalingListenerReconciler:
         await self._ensure_role(listener)
         await self._ensure_role_binding(listener)
         try:
-            if spec.get("proxy"):
+            if view.spec.get("proxy"):
                 await self._ensure_proxy_secret(listener)
             config_changed = await self._ensure_config_secret(listener)
         except ConfigurationError as err:
@@ -182,9 +181,9 @@ class AutoscalingListenerReconciler:
 
     async def _delete_pod_mode_objects(self, listener: JSON) -> int:
         """Delete the listener pod, its secrets and RBAC; how many still existed."""
-        meta, spec = listener["metadata"], spec_of(listener)
+        meta = listener["metadata"]
         name, ns = meta["name"], meta["namespace"]
-        ars_ns = str(spec.get("autoscalingRunnerSetNamespace") or ns)
+        ars_ns = AutoscalingListenerView(listener).ars_namespace or ns
         targets = [
             (PODS, c.listener_pod_name(name), ns),
             (SECRETS, c.listener_config_secret_name(name), ns),
@@ -208,14 +207,13 @@ class AutoscalingListenerReconciler:
         starts only once it is gone: two listeners would take the session from each other
         (the pod deletes its session when it stops; the successor then creates a new one).
         """
-        meta, spec = listener["metadata"], spec_of(listener)
-        key = (str(meta["namespace"]), str(meta["name"]))
+        view = AutoscalingListenerView(listener)
+        key = (view.namespace, view.name)
         if await self._has_pod_mode_objects(listener):
             log.info("listener %s/%s: in-process mode; removing its pod first", *key)
             if await self._delete_pod_mode_objects(listener):
                 return Result(requeue_after=CLEANUP_POLL)
-        ars_ns = str(spec.get("autoscalingRunnerSetNamespace") or "")
-        runner_set = (ars_ns, str(spec.get("ephemeralRunnerSetName") or ""))
+        runner_set = (view.ars_namespace, view.ers_name)
         try:
             config = await self._listener_config(listener)
         except ConfigurationError as err:
@@ -248,8 +246,8 @@ class AutoscalingListenerReconciler:
 
     async def _listener_config(self, listener: JSON) -> JSON:
         """The listener's ``config.json`` content, from the spec and the GitHub secret."""
-        spec = spec_of(listener)
-        ars_ns = str(spec.get("autoscalingRunnerSetNamespace") or "")
+        view = AutoscalingListenerView(listener)
+        spec, ars_ns = view.spec, view.ars_namespace
         target = GitHubTarget.from_spec(ars_ns, spec)
         secret_data: dict[str, str] = {}
         if not (spec.get("vaultConfig") or {}).get("type"):
@@ -265,7 +263,6 @@ class AutoscalingListenerReconciler:
 
     async def _mirror_hosted_status(self, listener: JSON, state: HostedListenerStatus) -> None:
         self._set_gauge(listener, 1 if state.phase == PHASE_RUNNING else 0)
-        status = status_of(listener)
         patch: JSON = {
             "phase": state.phase,
             "message": state.message or None,
@@ -276,7 +273,10 @@ class AutoscalingListenerReconciler:
             patch["lastFailureTime"] = format_time(state.last_failure_time)
         if state.last_message_time is not None:
             patch["lastMessageTime"] = format_time(state.last_message_time)
-        if state.failures > int(status.get("failures") or 0) and state.phase == PHASE_BACKOFF:
+        if (
+            state.failures > AutoscalingListenerView(listener).failures
+            and state.phase == PHASE_BACKOFF
+        ):
             await emit(self.recorder, listener, WARNING, "ListenerBackOff", state.message)
         await self._patch_status(listener, patch)
 
@@ -319,9 +319,9 @@ class AutoscalingListenerReconciler:
     async def _ensure_proxy_secret(self, listener: JSON) -> None:
         from gharc.api.scaleset.models import ProxyConfig
 
-        spec = spec_of(listener)
-        ars_ns = str(spec.get("autoscalingRunnerSetNamespace") or "")
-        proxy = ProxyConfig.model_validate(spec.get("proxy") or {})
+        view = AutoscalingListenerView(listener)
+        ars_ns = view.ars_namespace
+        proxy = ProxyConfig.model_validate(view.spec.get("proxy") or {})
         auth: dict[str, tuple[str, str] | None] = {"http": None, "https": None}
         for kind in ("http", "https"):
             server = getattr(proxy, kind)
@@ -451,7 +451,7 @@ class AutoscalingListenerReconciler:
         if status.get("message"):
             patch["message"] = None
         requeue: Result | None = None
-        if int(status.get("failures") or 0) > 0:
+        if AutoscalingListenerView(listener).failures > 0:
             started = parse_time(running.get("startedAt")) or self._now()
             stable_at = started + timedelta(seconds=self.stable_after)
             now = self._now()
@@ -481,7 +481,7 @@ class AutoscalingListenerReconciler:
         name = listener["metadata"]["name"]
         status = status_of(listener)
         pod_uid = str(pod["metadata"].get("uid") or "")
-        failures = int(status.get("failures") or 0)
+        failures = AutoscalingListenerView(listener).failures
         first_sight = status.get("lastFailedPodUID") != pod_uid
         # No finishedAt (a pod failed without container status): this failure's time is
         # when we first saw it, which is what lastFailureTime records from then on.
@@ -551,10 +551,6 @@ class AutoscalingListenerReconciler:
         listener["status"] = status_of(updated)
 
     def _set_gauge(self, listener: Mapping[str, Any], value: int) -> None:
-        meta, spec = meta_of(listener), spec_of(listener)
-        labels = self.metrics.labels_for(
-            str(meta.get("name") or ""),
-            str(meta.get("namespace") or ""),
-            str(spec.get("githubConfigUrl") or ""),
-        )
+        view = AutoscalingListenerView(listener)
+        labels = self.metrics.labels_for(view.name, view.namespace, view.github_config_url)
         self.metrics.running_listeners.labels(**labels).set(value)

@@ -50,6 +50,7 @@ from gharc.api.resources import (
 from gharc.api.scaleset import constants as c
 from gharc.api.scaleset.models import AutoscalingRunnerSetSpec
 from gharc.api.scaleset.scalesetname import scale_set_name_problem
+from gharc.api.scaleset.views import AutoscalingRunnerSetView, EphemeralRunnerSetView
 from gharc.controllers.scaleset import conditions as cond
 from gharc.controllers.scaleset import failures, listenerpolicy
 from gharc.controllers.scaleset import listenerresources as lr
@@ -144,32 +145,17 @@ def _settled(ars: Mapping[str, Any]) -> bool:
     return (
         not is_deleting(ars)
         and has_finalizer(ars, c.FINALIZER_AUTOSCALING_RUNNER_SET)
-        and scale_set_id_of(ars) is not None
+        and AutoscalingRunnerSetView(ars).scale_set_id is not None
         and status.get("observedGeneration") == ars["metadata"].get("generation")
         and status.get("phase") == c.PHASE_RUNNING
     )
-
-
-def scale_set_id_of(ars: Mapping[str, Any]) -> int | None:
-    """The ``runner-scale-set-id`` annotation as a positive int, else None."""
-    raw = (meta_of(ars).get("annotations") or {}).get(c.ANNOTATION_RUNNER_SCALE_SET_ID)
-    try:
-        value = int(str(raw))
-    except ValueError:
-        return None
-    return value if value > 0 else None
-
-
-def scale_set_name_of(ars: Mapping[str, Any]) -> str:
-    """``spec.runnerScaleSetName``, defaulting to the ARS name (not written back to spec)."""
-    return str(spec_of(ars).get("runnerScaleSetName") or ars["metadata"]["name"])
 
 
 def scale_set_labels(ars: Mapping[str, Any]) -> list[Label]:
     """The scale set name plus ``runnerScaleSetLabels``, de-duplicated, all ``System``."""
     seen: list[str] = []
     for label in [
-        scale_set_name_of(ars),
+        AutoscalingRunnerSetView(ars).scale_set_name,
         *(spec_of(ars).get("runnerScaleSetLabels") or []),
     ]:
         if label and label not in seen:
@@ -187,7 +173,7 @@ def desired_runner_spec(ars: Mapping[str, Any]) -> JSON:
     values: JSON = {
         "githubConfigUrl": spec.get("githubConfigUrl"),
         "githubConfigSecret": spec.get("githubConfigSecret"),
-        "runnerScaleSetId": scale_set_id_of(ars),
+        "runnerScaleSetId": AutoscalingRunnerSetView(ars).scale_set_id,
         "proxy": spec.get("proxy"),
         "githubServerTLS": spec.get("githubServerTLS"),
         "vaultConfig": spec.get("vaultConfig"),
@@ -206,7 +192,7 @@ def runner_set_labels(ars: Mapping[str, Any], options: ScaleSetOptions) -> dict[
         c.LABEL_COMPONENT: c.COMPONENT_RUNNER_SET,
         c.LABEL_SCALE_SET_NAME: meta["name"],
         c.LABEL_SCALE_SET_NAMESPACE: meta["namespace"],
-        **lr.url_labels(str(spec.get("githubConfigUrl") or "")),
+        **lr.url_labels(AutoscalingRunnerSetView(ars).github_config_url),
     }
     if c.LABEL_VERSION in ars_labels:
         computed[c.LABEL_VERSION] = ars_labels[c.LABEL_VERSION]
@@ -264,7 +250,7 @@ def runner_set_patch(live: Mapping[str, Any], desired: Mapping[str, Any]) -> JSO
         spec_patch["ephemeralRunnerSpec"] = lr.merge_patch_for(
             owned, want_spec["ephemeralRunnerSpec"]
         )
-        spec_patch["actionableRevision"] = int(live_spec.get("actionableRevision") or 0) + 1
+        spec_patch["actionableRevision"] = EphemeralRunnerSetView(live).actionable_revision + 1
     want_meta = want_spec.get("ephemeralRunnerMetadata")
     if not lr.semantically_equal(live_spec.get("ephemeralRunnerMetadata"), want_meta):
         spec_patch["ephemeralRunnerMetadata"] = want_meta
@@ -409,7 +395,7 @@ class AutoscalingRunnerSetReconciler:
             parse_config_url(str(spec.get("githubConfigUrl") or ""))
         except InvalidConfigUrl as err:
             raise ConfigurationError("InvalidGitHubConfigUrl", str(err)) from None
-        problem = scale_set_name_problem(scale_set_name_of(ars))
+        problem = scale_set_name_problem(AutoscalingRunnerSetView(ars).scale_set_name)
         if problem is not None:
             field = "spec.runnerScaleSetName" if spec.get("runnerScaleSetName") else "metadata.name"
             raise ConfigurationError(
@@ -534,7 +520,7 @@ class AutoscalingRunnerSetReconciler:
 
     # -- the scale set in GitHub -------------------------------------------------------
     async def _runner_group_id(self, ars: JSON, client: ActionsClient) -> int:
-        group = str(spec_of(ars).get("runnerGroup") or "")
+        group = AutoscalingRunnerSetView(ars).runner_group
         if not group:
             return 1
         try:
@@ -554,10 +540,9 @@ class AutoscalingRunnerSetReconciler:
 
     async def _ensure_scale_set(self, ars: JSON, client: ActionsClient) -> JSON:
         """Create or reuse the scale set, then follow runnerGroup/name changes (§7.3-7.4)."""
-        spec = spec_of(ars)
-        annotations = ars["metadata"].get("annotations") or {}
-        scale_set_id = scale_set_id_of(ars)
-        name = scale_set_name_of(ars)
+        view = AutoscalingRunnerSetView(ars)
+        annotations = view.annotations
+        scale_set_id, name = view.scale_set_id, view.scale_set_name
         if scale_set_id is None:
             group_id = await self._runner_group_id(ars, client)
             ss = await client.get_runner_scale_set(group_id, name)
@@ -592,9 +577,9 @@ class AutoscalingRunnerSetReconciler:
                     c.ANNOTATION_RUNNER_SCALE_SET_NAME: ss.name or name,
                     c.ANNOTATION_RUNNER_GROUP_NAME: ss.runner_group_name or "",
                 },
-                lr.url_labels(str(spec.get("githubConfigUrl") or "")),
+                lr.url_labels(view.github_config_url),
             )
-        group = str(spec.get("runnerGroup") or "")
+        group = view.runner_group
         live_group = annotations.get(c.ANNOTATION_RUNNER_GROUP_NAME)
         try:
             if live_group is None or (group and group.casefold() != live_group.casefold()):
@@ -607,9 +592,9 @@ class AutoscalingRunnerSetReconciler:
                         c.ANNOTATION_RUNNER_SCALE_SET_NAME: ss.name or name,
                     },
                 )
-                annotations = ars["metadata"].get("annotations") or {}
+                annotations = AutoscalingRunnerSetView(ars).annotations
             live_name = annotations.get(c.ANNOTATION_RUNNER_SCALE_SET_NAME)
-            wanted = str(spec.get("runnerScaleSetName") or "")
+            wanted = str(view.spec.get("runnerScaleSetName") or "")
             if live_name is None or (wanted and wanted.casefold() != live_name.casefold()):
                 ss = await client.update_runner_scale_set(scale_set_id, {"name": name})
                 ars = await self._patch_meta(
@@ -642,7 +627,7 @@ class AutoscalingRunnerSetReconciler:
         """
         if listener.get("phase") not in (PHASE_FAILED, "BackOff"):
             return False
-        scale_set_id = scale_set_id_of(ars)
+        scale_set_id = AutoscalingRunnerSetView(ars).scale_set_id
         if scale_set_id is None:
             return False
         try:
@@ -839,7 +824,7 @@ class AutoscalingRunnerSetReconciler:
             cond.SCALE_SET_READY,
             cond.TRUE,
             cond.REASON_READY,
-            f"runner scale set {scale_set_id_of(ars)} exists in GitHub",
+            f"runner scale set {AutoscalingRunnerSetView(ars).scale_set_id} exists in GitHub",
         )
         if applied:
             want["observedGeneration"] = int(ars["metadata"].get("generation") or 0)
@@ -890,7 +875,7 @@ class AutoscalingRunnerSetReconciler:
         return None
 
     async def _delete_scale_set(self, ars: JSON) -> JSON:
-        scale_set_id = scale_set_id_of(ars)
+        scale_set_id = AutoscalingRunnerSetView(ars).scale_set_id
         if scale_set_id is None:
             return ars
         try:

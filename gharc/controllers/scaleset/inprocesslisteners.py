@@ -19,6 +19,7 @@ from typing import Any
 
 import httpx
 
+from gharc.api.scaleset.views import AutoscalingListenerView
 from gharc.controllers.scaleset.credentials import ClientResolver, GitHubTarget
 from gharc.github.auth import credentials_from_secret_data
 from gharc.github.breaker import BreakerRegistry
@@ -85,8 +86,8 @@ def resolver_for(
     of the GitHub Secret, so a restored or rotated token is used without anyone restarting
     anything (no-job-stranded: a credential outage costs the outage, not a full stop).
     """
-    spec = listener.get("spec") or {}
-    target = GitHubTarget.from_spec(str(spec.get("autoscalingRunnerSetNamespace") or ""), spec)
+    view = AutoscalingListenerView(listener)
+    target = GitHubTarget.from_spec(view.ars_namespace, view.spec)
 
     async def resolve(fresh: bool) -> tuple[ListenerConfig, ActionsAPI, ListenerMetrics]:
         current = config

@@ -26,6 +26,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from gharc.api.scaleset import constants as c
+from gharc.api.scaleset.views import AutoscalingListenerView, AutoscalingRunnerSetView
 from gharc.controllers.scaleset import listenerpolicy as policy
 from gharc.controllers.scaleset.labels import filter_and_merge_labels
 from gharc.controllers.scaleset.options import ScaleSetOptions
@@ -112,7 +113,7 @@ def listener_labels(ars: Mapping[str, Any], options: ScaleSetOptions) -> dict[st
                 if c.LABEL_VERSION in ars_labels
                 else {}
             ),
-            **url_labels(str(spec.get("githubConfigUrl") or "")),
+            **url_labels(AutoscalingRunnerSetView(ars).github_config_url),
         },
         options.exclude_label_propagation_prefixes,
     )
@@ -131,9 +132,10 @@ def desired_listener(ars: Mapping[str, Any], options: ScaleSetOptions) -> JSON:
     Raises ``ValueError`` when the ARS has no valid ``runner-scale-set-id`` yet.
     """
     meta, spec = _meta(ars), _spec(ars)
-    annotations = meta.get("annotations") or {}
-    scale_set_id = int(str(annotations.get(c.ANNOTATION_RUNNER_SCALE_SET_ID, "")))
-    min_runners = spec.get("minRunners")
+    view = AutoscalingRunnerSetView(ars)
+    scale_set_id = view.scale_set_id
+    if scale_set_id is None:
+        raise ValueError(f"{c.ANNOTATION_RUNNER_SCALE_SET_ID} is not a scale set id yet")
     listener_spec: JSON = {
         "githubConfigUrl": spec.get("githubConfigUrl"),
         "githubConfigSecret": spec.get("githubConfigSecret"),
@@ -142,7 +144,7 @@ def desired_listener(ars: Mapping[str, Any], options: ScaleSetOptions) -> JSON:
         "autoscalingRunnerSetNamespace": meta.get("namespace"),
         "autoscalingRunnerSetName": meta.get("name"),
         "ephemeralRunnerSetName": c.ephemeral_runner_set_name(str(meta.get("name"))),
-        "minRunners": int(min_runners) if min_runners is not None else 0,
+        "minRunners": view.min_runners,
         "maxRunners": c.max_runners_or_unlimited(spec.get("maxRunners")),
         "image": options.listener_image,
         "imagePullSecrets": [{"name": n} for n in options.listener_image_pull_secrets],
@@ -194,11 +196,8 @@ def _listener_ref(listener: Mapping[str, Any]) -> JSON:
 
 
 def _scale_set_labels(listener: Mapping[str, Any]) -> dict[str, str]:
-    spec = _spec(listener)
-    return {
-        c.LABEL_SCALE_SET_NAMESPACE: str(spec.get("autoscalingRunnerSetNamespace") or ""),
-        c.LABEL_SCALE_SET_NAME: str(spec.get("autoscalingRunnerSetName") or ""),
-    }
+    view = AutoscalingListenerView(listener)
+    return {c.LABEL_SCALE_SET_NAMESPACE: view.ars_namespace, c.LABEL_SCALE_SET_NAME: view.ars_name}
 
 
 def rbac_labels(listener: Mapping[str, Any]) -> dict[str, str]:
@@ -262,7 +261,7 @@ def listener_role(listener: Mapping[str, Any], options: ScaleSetOptions) -> JSON
     name = c.listener_role_name(str(_meta(listener)["name"]))
     return {
         **_rbac_object(listener, options, "Role", name, "roleMetadata"),
-        "rules": c.listener_role_rules([str(_spec(listener).get("ephemeralRunnerSetName") or "")]),
+        "rules": c.listener_role_rules([AutoscalingListenerView(listener).ers_name]),
     }
 
 
@@ -310,15 +309,16 @@ def listener_config(
     ``secret_data`` is the decoded githubConfigSecret; only its credential keys are copied.
     ``runner_scale_set_name`` is the ARS name, as in ARC (not the GitHub scale set name).
     """
-    spec = _spec(listener)
+    view = AutoscalingListenerView(listener)
+    spec = view.spec
     config: JSON = {
-        "configure_url": spec.get("githubConfigUrl") or "",
-        "ephemeral_runner_set_namespace": spec.get("autoscalingRunnerSetNamespace") or "",
-        "ephemeral_runner_set_name": spec.get("ephemeralRunnerSetName") or "",
-        "max_runners": c.max_runners_or_unlimited(spec.get("maxRunners")),
-        "min_runners": int(spec.get("minRunners", 0)),
-        "runner_scale_set_id": int(spec.get("runnerScaleSetId") or 0),
-        "runner_scale_set_name": spec.get("autoscalingRunnerSetName") or "",
+        "configure_url": view.github_config_url,
+        "ephemeral_runner_set_namespace": view.ars_namespace,
+        "ephemeral_runner_set_name": view.ers_name,
+        "max_runners": view.max_runners,
+        "min_runners": view.min_runners,
+        "runner_scale_set_id": view.scale_set_id,
+        "runner_scale_set_name": view.ars_name,
         "log_level": options.log_level
         if options.log_level in LOG_LEVELS
         else c.DEFAULT_LISTENER_LOG_LEVEL,

@@ -27,6 +27,7 @@ from gharc.api.resources import (
     EPHEMERAL_RUNNER_SETS,
 )
 from gharc.api.scaleset import constants as c
+from gharc.api.scaleset.views import AutoscalingListenerView
 from gharc.controllers.scaleset import ephemeralrunner, ephemeralrunnerset, nodeloss, orphans
 from gharc.controllers.scaleset.autoscalinglistener import AutoscalingListenerReconciler
 from gharc.controllers.scaleset.autoscalingrunnerset import AutoscalingRunnerSetReconciler
@@ -39,7 +40,7 @@ from gharc.kube.builder import Builder
 from gharc.kube.client import KubeClient
 from gharc.kube.controller import Controller
 from gharc.kube.informer import EventHandlerFuncs
-from gharc.kube.objects import meta, spec_of
+from gharc.kube.objects import meta
 from gharc.kube.predicate import ResourceVersionChangedPredicate
 from gharc.kube.reconcile import Request
 from gharc.kube.resources import PODS, ROLE_BINDINGS, ROLES, SERVICE_ACCOUNTS
@@ -56,9 +57,9 @@ __all__ = [
 
 def listener_to_runner_set(obj: Mapping[str, Any]) -> Iterable[Request]:
     """An AutoscalingListener event wakes the ARS it belongs to."""
-    spec = spec_of(obj)
-    ns, name = spec.get("autoscalingRunnerSetNamespace"), spec.get("autoscalingRunnerSetName")
-    return [Request(str(ns), str(name))] if ns and name else []
+    view = AutoscalingListenerView(obj)
+    ns, name = view.ars_namespace, view.ars_name
+    return [Request(ns, name)] if ns and name else []
 
 
 def rbac_to_listener(obj: Mapping[str, Any]) -> Iterable[Request]:

@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 
 from gharc.api.scaleset import constants as c
+from gharc.api.scaleset.views import AutoscalingRunnerSetView
 from gharc.controllers.scaleset import autoscalingrunnerset as m
 from gharc.controllers.scaleset.options import ScaleSetOptions
 
@@ -105,7 +106,7 @@ def test_empty_env_and_foreign_keys_are_not_drift() -> None:
 
 
 def test_scale_set_id_annotation() -> None:
-    assert m.scale_set_id_of(ars()) == 7
+    assert AutoscalingRunnerSetView(ars()).scale_set_id == 7
     broken = ars()
     broken["metadata"]["annotations"][c.ANNOTATION_RUNNER_SCALE_SET_ID] = "x"
-    assert m.scale_set_id_of(broken) is None
+    assert AutoscalingRunnerSetView(broken).scale_set_id is None
