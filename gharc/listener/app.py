@@ -320,7 +320,7 @@ class Listener:
                 await self._refresh_statistics(f"message {msg.message_id} is ahead of its counts")
             if result.available or result.assigned:
                 self.capacity.note_demand(asyncio.get_running_loop().time())
-            await self.publish()
+            await self.publish(changed_only=True)
 
     async def _refresh_statistics(self, why: str) -> None:
         """Read the statistics fresh: a message's can lag the jobs in its body (ARC #3420).
@@ -383,14 +383,16 @@ class Listener:
             raise Stopped
         return poll.result()
 
-    async def publish(self) -> bool:
+    async def publish(self, *, changed_only: bool = False) -> bool:
         """Patch the EphemeralRunnerSet when the plan says so; True if a patch landed.
 
-        A patch that keeps failing is left for the next cycle: the plan (and the dirty flag)
-        is only committed after the API server accepted it.
+        ``changed_only`` (after a message): only when the target changed or a job started or
+        completed (:meth:`Scaler.plan`). A patch that keeps failing is left for the next
+        cycle: the plan (and the dirty flag) is only committed after the API server
+        accepted it.
         """
         async with self._publish_lock:
-            return await self._publish()
+            return await self._publish(changed_only)
 
     def _capacity_now(self) -> tuple[int, int]:
         """(minimum, extra runners) of the capacity policy at this moment."""
@@ -416,10 +418,13 @@ class Listener:
                 with contextlib.suppress(Stopped):
                     await self.publish()
 
-    async def _publish(self) -> bool:
+    async def _publish(self, changed_only: bool = False) -> bool:
         floor, extra = self._capacity_now()
         plan = self.scaler.plan(
-            self.handler.statistics.total_assigned_jobs, min_runners=floor, extra=extra
+            self.handler.statistics.total_assigned_jobs,
+            min_runners=floor,
+            extra=extra,
+            changed_only=changed_only,
         )
         if plan is None:
             return False

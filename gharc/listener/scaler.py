@@ -14,8 +14,12 @@ behaviours.md B3). So the ID is a message to the controller, and the rules below
 
 gharc adds one rule ARC lacks: a patch identical to the previous one (same replicas, same
 ID, which only the idle ``0`` can produce) is not sent, so an idle listener does not write
-the API server every long poll. A non-idle evaluation always gets a fresh ID, which is what
-makes the controller re-check a shortfall every cycle.
+the API server every long poll. A non-idle evaluation of a poll cycle always gets a fresh
+ID, which is what makes the controller re-check a shortfall every cycle. After a message,
+as in ARC's listener, nothing is published when the target equals the last one published
+and no job started or completed (``changed_only``): such a message (a JobAvailable, a
+JobAssigned with counts that did not move) tells the controller nothing, and one job would
+otherwise cost two writes of the EphemeralRunnerSet and two reconciles.
 
 Planning and committing are separate so a failed Kubernetes patch changes nothing: the same
 plan (and the dirty flag) is retried on the next cycle.
@@ -78,11 +82,19 @@ class Scaler:
         return desired_count(floor + max(0, extra), self.max_runners, assigned_jobs)
 
     def plan(
-        self, assigned_jobs: int, *, min_runners: int | None = None, extra: int = 0
+        self,
+        assigned_jobs: int,
+        *,
+        min_runners: int | None = None,
+        extra: int = 0,
+        changed_only: bool = False,
     ) -> Patch | None:
-        """The patch to publish now, or None when it would repeat the previous one."""
+        """The patch to publish now, or None when it would repeat the previous one (or, with
+        ``changed_only``, when neither the target nor the dirty flag changed since it)."""
         floor = self.min_runners if min_runners is None else min_runners
         target = self.target_for(assigned_jobs, floor, extra)
+        if changed_only and not self.dirty and target == self.last_target:
+            return None
         seq = 1 if self.seq >= MAX_PATCH_SEQ else self.seq + 1
         idle = (
             not self.dirty and target == self.last_target and target == min(floor, self.max_runners)

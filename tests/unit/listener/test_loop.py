@@ -268,3 +268,20 @@ async def test_metrics_after_a_job_sequence() -> None:
     assert value("gha_job_queue_duration_seconds_sum") == 7
     assert value("gha_job_execution_duration_seconds_sum", job_result="failed") == 60
     assert value("gha_job_execution_duration_seconds_bucket", le="60.0") == 1
+
+
+async def test_a_message_that_changes_nothing_is_not_published_but_the_next_202_is() -> None:
+    """As ARC's listener: after a message, no patch when the target equals the last one and
+    no job started or completed; a poll cycle still re-evaluates with a fresh ID."""
+    api, patcher = FakeActions(initial_assigned=1), FakePatcher()
+    listener = Listener(config(), api, patcher)
+    async with running(listener):
+        await until(lambda: patcher.replicas == [(1, 0)])
+        api.queue.put_nowait(message(1, [job("JobAvailable", 31)], assigned=1))
+        await until(lambda: api.deleted_messages == [1])
+        api.queue.put_nowait(message(2, [job("JobAssigned", 31)], assigned=2))
+        await until(lambda: api.deleted_messages == [1, 2])
+        await until(lambda: len(patcher.replicas) == 2)
+        assert patcher.replicas == [(1, 0), (2, 1)]  # message 1 moved nothing: not sent
+        await until(lambda: len(patcher.replicas) == 3)  # the next 202
+        assert patcher.replicas[-1] == (2, 2)
