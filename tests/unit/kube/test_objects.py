@@ -137,6 +137,30 @@ ONE_HOME = {
     r'(len|removesuffix)\("/api/v3"\)': {
         "github/config.py": "the home",
     },
+    # a number read from an object, bad values as the default: gharc.api.scaleset.views
+    r"def int_or\b": {
+        "api/scaleset/views.py": "the home",
+    },
+    # the scale set id annotation, "not created yet" unless a positive number:
+    # AutoscalingRunnerSetView.scale_set_id
+    r"get\((c\.)?ANNOTATION_RUNNER_SCALE_SET_ID\b": {
+        "api/scaleset/views.py": "the home",
+    },
+    # an EphemeralRunner's registration and job (busy): EphemeralRunnerView
+    r"get\([\"'](runnerId|jobId)[\"']\)": {
+        "api/scaleset/views.py": "the home",
+    },
+    # the runners' scale set id: EphemeralRunnerView/EphemeralRunnerSetView.scale_set_id
+    r'get\("runnerScaleSetId"\)': {
+        "api/scaleset/views.py": "the home",
+        "controllers/scaleset/orphans.py": "why: a runner as GitHub lists it, not an object",
+    },
+    # an EphemeralRunnerSet's patch, revisions and cleanup marker: EphemeralRunnerSetView
+    r'get\("(patchID|(appliedA|a)ctionableRevision|finishedRunnerCleanupPatchID)"\)': {
+        "api/scaleset/views.py": "the home",
+        "controllers/scaleset/autoscalingrunnerset.py": "why: reads back the patch it wrote",
+        "listener/kube.py": "not yet moved: the listener is changed elsewhere",
+    },
 }
 
 
