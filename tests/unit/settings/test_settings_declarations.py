@@ -226,3 +226,28 @@ def test_the_listener_process_loads_none_of_it() -> None:
         [sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=60
     )
     assert out.stdout.strip() == ""
+
+
+def test_the_legacy_docs_name_only_declared_flags_with_their_env_and_default() -> None:
+    """docs/legacy.md describes legacy mode's and the webhook server's flags in prose
+    tables; each flag it lists must exist, and where a row gives an env var or a quoted
+    default, the declaration's."""
+    legacy_doc = (doc.DOC.parent / "legacy.md").read_text(encoding="utf-8")
+    specs = {
+        flag: d
+        for cls in (ControllerSettings, WebhookSettings)
+        for d in declared(cls)
+        for flag in d.spec.flags
+    }
+    rows = [ln.split("|")[1:-1] for ln in legacy_doc.splitlines() if ln.startswith("| `--")]
+    assert rows
+    for cells in rows:
+        flag = cells[0].strip().strip("`")
+        assert flag in specs, f"docs/legacy.md lists {flag}, which no process declares"
+        if len(cells) != 4:  # only the legacy controller table has env and default columns
+            continue
+        d = specs[flag]
+        env, default = cells[1].strip(), cells[2].strip()
+        assert env == (f"`{d.spec.env}`" if d.spec.env else ""), flag
+        if default.startswith("`"):
+            assert default == f"`{d.spec.shown_default or d.default}`", flag
