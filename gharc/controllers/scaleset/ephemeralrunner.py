@@ -727,14 +727,7 @@ class EphemeralRunnerReconciler:
             await self.kube.patch_status(
                 EPHEMERAL_RUNNERS,
                 er,
-                {
-                    "status": {
-                        "phase": c.PHASE_OUTDATED,
-                        "reason": "Outdated",
-                        "message": "Runner is deprecated",
-                        "ready": False,
-                    }
-                },
+                rr.phase_status(c.PHASE_OUTDATED, "Outdated", "Runner is deprecated"),
             )
             await emit(
                 self.recorder,
@@ -757,14 +750,9 @@ class EphemeralRunnerReconciler:
             await self.kube.patch_status(
                 EPHEMERAL_RUNNERS,
                 er,
-                {
-                    "status": {
-                        "phase": phase,
-                        "ready": ready,
-                        "reason": verdict.reason or None,
-                        "message": verdict.message or None,
-                    }
-                },
+                rr.phase_status(
+                    phase, verdict.reason or None, verdict.message or None, ready=ready
+                ),
             )
         return None
 
@@ -784,18 +772,7 @@ class EphemeralRunnerReconciler:
             er = await self._drop_finalizer(
                 er, c.FINALIZER_EPHEMERAL_RUNNER_REGISTRATION, c.FINALIZER_EPHEMERAL_RUNNER
             )
-        await self.kube.patch_status(
-            EPHEMERAL_RUNNERS,
-            er,
-            {
-                "status": {
-                    "phase": c.PHASE_SUCCEEDED,
-                    "ready": False,
-                    "reason": None,
-                    "message": None,
-                }
-            },
-        )
+        await self.kube.patch_status(EPHEMERAL_RUNNERS, er, rr.phase_status(c.PHASE_SUCCEEDED))
         log.info(
             "%s/%s: the runner completed", rr.meta(er).get("namespace"), rr.meta(er).get("name")
         )
@@ -924,15 +901,7 @@ class EphemeralRunnerReconciler:
         updated: JSON = await self.kube.patch_status(
             EPHEMERAL_RUNNERS,
             er,
-            {
-                "status": {
-                    "failures": failures,
-                    "phase": c.PHASE_PENDING,
-                    "ready": False,
-                    "reason": reason,
-                    "message": message,
-                }
-            },
+            rr.phase_status(c.PHASE_PENDING, reason, message, failures=failures),
             optimistic_lock=True,
         )
         return updated
@@ -951,16 +920,7 @@ class EphemeralRunnerReconciler:
     async def _mark_failed(self, er: JSON, reason: str, message: str) -> None:
         """Phase Failed for good: the runner will not come back, so its registration goes."""
         await self.kube.patch_status(
-            EPHEMERAL_RUNNERS,
-            er,
-            {
-                "status": {
-                    "phase": c.PHASE_FAILED,
-                    "reason": reason,
-                    "message": message,
-                    "ready": False,
-                }
-            },
+            EPHEMERAL_RUNNERS, er, rr.phase_status(c.PHASE_FAILED, reason, message)
         )
         await emit(self.recorder, er, WARNING, reason, message)
         try:

@@ -104,14 +104,7 @@ class HangReaper:
             await self.kube.patch_status(
                 EPHEMERAL_RUNNERS,
                 er,
-                {
-                    "status": {
-                        "phase": c.PHASE_SUCCEEDED,
-                        "ready": False,
-                        "reason": "RunnerHung",
-                        "message": message,
-                    }
-                },
+                rr.phase_status(c.PHASE_SUCCEEDED, "RunnerHung", message),
                 optimistic_lock=True,
             )
         except (kerr.NotFound, kerr.Conflict):

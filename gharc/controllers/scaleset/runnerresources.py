@@ -45,6 +45,22 @@ SECRET_KEY_SCALE_SET_ID: Final = "scaleSetId"
 # --- small accessors ---------------------------------------------------------------------
 
 
+def phase_status(
+    phase: str,
+    reason: str | None = None,
+    message: str | None = None,
+    *,
+    ready: bool = False,
+    **more: Any,
+) -> JSON:
+    """The status patch that moves a runner to ``phase``. ``reason`` and ``message`` are
+    always written (None clears them): a runner must not show the last phase's reason under
+    its new one. ``more``: other status fields that move with the phase."""
+    return {
+        "status": {**more, "phase": phase, "ready": ready, "reason": reason, "message": message}
+    }
+
+
 def creation_key(obj: Mapping[str, Any]) -> tuple[str, str]:
     """Sort key: oldest first (RFC 3339 timestamps sort as strings), then by name."""
     m = meta(obj)

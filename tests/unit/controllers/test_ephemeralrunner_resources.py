@@ -185,3 +185,17 @@ def test_buckets_count_deleting_for_scale_up_and_not_failed() -> None:
     # once the cache shows the created runner it is no longer counted twice
     b = Buckets.of([*runners, _er("new")], expect, "set")
     assert b.scale_up_total() == 5 and not expect.pending_creates("set")
+
+
+def test_phase_status_always_writes_reason_and_message() -> None:
+    assert rr.phase_status(c.PHASE_SUCCEEDED) == {
+        "status": {"phase": c.PHASE_SUCCEEDED, "ready": False, "reason": None, "message": None}
+    }
+    moved = rr.phase_status(c.PHASE_PENDING, "PodLost", "gone", failures={"u": "t"}, ready=True)
+    assert moved["status"] == {
+        "failures": {"u": "t"},
+        "phase": c.PHASE_PENDING,
+        "ready": True,
+        "reason": "PodLost",
+        "message": "gone",
+    }
