@@ -10,15 +10,16 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+import pytest
 from prometheus_client import CollectorRegistry
 
 from gharc.api.resources import EPHEMERAL_RUNNER_SETS, EPHEMERAL_RUNNERS
 from gharc.api.scaleset import constants as c
-from gharc.controllers.scaleset import ephemeralrunner, ephemeralrunnerset
+from gharc.controllers.scaleset import ephemeralrunner, ephemeralrunnerset, orphans
 from gharc.controllers.scaleset.credentials import ClientResolver
 from gharc.controllers.scaleset.metrics import ControllerMetrics
 from gharc.controllers.scaleset.options import ScaleSetOptions
@@ -361,3 +362,25 @@ async def world_fixture(kubeconfig: str, namespace: str) -> Any:
         yield world
     finally:
         await close()
+
+
+def sweeper_fixture(**settings: Any) -> Any:
+    """A ``sweeper`` fixture: the registration reconcile (:mod:`orphans`) over the module's
+    ``world``, sweeping in the background for the test; ``settings`` are its ``interval``,
+    ``grace`` and ``hang_timeout``."""
+
+    @pytest.fixture
+    async def sweeper(world: World) -> AsyncIterator[orphans.OrphanReconciler]:
+        assert world.cache is not None
+        resolver = ClientResolver(world.kube, world.pool)
+        rec = orphans.OrphanReconciler(
+            world.kube, world.cache, resolver, world.recorder, **settings
+        )
+        task = asyncio.create_task(rec.start())
+        try:
+            yield rec
+        finally:
+            await rec.stop()
+            await asyncio.wait_for(task, 10)
+
+    return sweeper

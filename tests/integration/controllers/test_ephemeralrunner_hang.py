@@ -8,15 +8,13 @@ set makes no runner for the job that is already done (behaviours B3).
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator
 
 import pytest
-from _erworld import World, world_fixture
+from _erworld import World, sweeper_fixture, world_fixture
 
 from gharc.api.scaleset import constants as c
 from gharc.controllers.scaleset import hangs, orphans
-from gharc.controllers.scaleset.credentials import ClientResolver
 from gharc.kube.errors import NotFound
 from gharc.kube.resources import PODS
 from gharc.testing.wait import eventually
@@ -30,24 +28,7 @@ async def world(kubeconfig: str, namespace: str) -> AsyncIterator[World]:
         yield w
 
 
-@pytest.fixture
-async def sweeper(world: World) -> AsyncIterator[orphans.OrphanReconciler]:
-    assert world.cache is not None
-    rec = orphans.OrphanReconciler(
-        world.kube,
-        world.cache,
-        ClientResolver(world.kube, world.pool),
-        world.recorder,
-        interval=0.5,
-        grace=1.5,
-        hang_timeout=1.0,
-    )
-    task = asyncio.create_task(rec.start())
-    try:
-        yield rec
-    finally:
-        await rec.stop()
-        await asyncio.wait_for(task, 10)
+sweeper = sweeper_fixture(interval=0.5, grace=1.5, hang_timeout=1.0)
 
 
 def _hung_count(namespace: str) -> float:

@@ -13,7 +13,7 @@ import asyncio
 from collections.abc import AsyncIterator
 
 import pytest
-from _erworld import World, world_fixture
+from _erworld import World, sweeper_fixture, world_fixture
 
 from gharc.controllers.scaleset import orphans
 from gharc.controllers.scaleset.credentials import ClientResolver
@@ -31,23 +31,7 @@ async def world(kubeconfig: str, namespace: str) -> AsyncIterator[World]:
         yield w
 
 
-@pytest.fixture
-async def sweeper(world: World) -> AsyncIterator[orphans.OrphanReconciler]:
-    assert world.cache is not None
-    rec = orphans.OrphanReconciler(
-        world.kube,
-        world.cache,
-        ClientResolver(world.kube, world.pool),
-        world.recorder,
-        interval=INTERVAL,
-        grace=GRACE,
-    )
-    task = asyncio.create_task(rec.start())
-    try:
-        yield rec
-    finally:
-        await rec.stop()
-        await asyncio.wait_for(task, 10)
+sweeper = sweeper_fixture(interval=INTERVAL, grace=GRACE)
 
 
 async def test_zombie_is_replaced_and_a_busy_runner_is_kept(
