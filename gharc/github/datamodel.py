@@ -2,7 +2,7 @@
 
 Why not pydantic: these are a few dozen flat records, and pydantic with its compiled core
 and the schemas it builds for them cost about 12 MiB of RSS in every pod-mode listener
-process (a third of it). The rules the records need are few and are all here, in one place:
+process (about a quarter of it). The rules the records need are few and are all here, in one place:
 
 * a key is found under its wire name (``alias``), else its Python name, else one of the
   ``also`` names; unknown keys are ignored;

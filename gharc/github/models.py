@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
 
-from gharc.github.datamodel import DataModel, Rule, ValidationError, _Invalid, to_camel
+from gharc.github.datamodel import DataModel, Rule, ValidationError, to_camel
 
 log = logging.getLogger("gharc.github.models")
 
@@ -209,11 +209,10 @@ def _parse_jobs(raw: list[Any]) -> tuple[list[JobMessage], list[str]]:
         if kind is None:
             continue
         try:
-            jobs.append(kind._read(item, ()))
-        except _Invalid as err:
+            jobs.append(kind.model_validate(item))
+        except ValidationError as err:
             problems.append(
-                f"{item.get('messageType')} {item.get('runnerRequestId')!r}: "
-                f"{_first_error(ValidationError(kind.__name__, err.errors))}"
+                f"{item.get('messageType')} {item.get('runnerRequestId')!r}: {_first_error(err)}"
             )
     return jobs, problems
 
