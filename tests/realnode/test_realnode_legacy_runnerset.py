@@ -19,12 +19,12 @@ from typing import Any
 import pytest
 from _legacy_node import LegacyNode, legacy_node
 
-from gharc.api.legacy import constants as lc
 from gharc.api.resources import RUNNER_SETS
 from gharc.controllers.legacy.runnerset import PERSISTENT_VOLUME_CLAIMS, STATEFUL_SETS
 from gharc.kube.client import KubeClient
 from gharc.kube.resources import PODS, Resource
 from gharc.sim.github import DEFAULT_REPO
+from gharc.testing import legacy
 from gharc.testing.realnode import RealCluster
 from gharc.testing.realnode_image import RUNNER_IMAGE
 
@@ -42,28 +42,10 @@ async def node(real_cluster: RealCluster, kube: KubeClient) -> AsyncIterator[Leg
 
 
 def runner_set(namespace: str, replicas: int, *, ephemeral: bool = True) -> dict[str, Any]:
-    return {
-        "apiVersion": lc.API_VERSION,
-        "kind": lc.KIND_RUNNER_SET,
-        "metadata": {"name": "rs", "namespace": namespace},
-        "spec": {
-            "repository": DEFAULT_REPO,
-            "labels": [LABEL],
-            "ephemeral": ephemeral,
-            "dockerEnabled": False,
-            "replicas": replicas,
-            "selector": {"matchLabels": {"app": "rs"}},
-            "serviceName": "rs",
-            "template": {
-                "metadata": {"labels": {"app": "rs"}},
-                "spec": {
-                    "containers": [
-                        {"name": "runner", "image": RUNNER_IMAGE, "imagePullPolicy": "Never"}
-                    ]
-                },
-            },
-        },
-    }
+    runner = {"name": "runner", "image": RUNNER_IMAGE, "imagePullPolicy": "Never"}
+    return legacy.runner_set(
+        namespace, replicas, [runner], ephemeral=ephemeral, labels=[LABEL], dockerEnabled=False
+    )
 
 
 async def delete_and_wait_all_gone(node: LegacyNode) -> None:

@@ -9,6 +9,7 @@ from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from gharc.api.legacy import constants as c
+from gharc.testing import legacy
 
 pytestmark = pytest.mark.cluster
 
@@ -108,32 +109,14 @@ async def test_a_runner_set_with_volume_claim_templates_applies(
     api_client: Any, namespace: str
 ) -> None:
     api = client.CustomObjectsApi(api_client)
-    body: dict[str, Any] = {
-        "apiVersion": c.API_VERSION,
-        "kind": c.KIND_RUNNER_SET,
-        "metadata": {"name": "rs"},
-        "spec": {
-            "repository": "o/r",
-            "ephemeral": False,
-            "replicas": 1,
-            "selector": {"matchLabels": {"app": "rs"}},
-            "serviceName": "rs",
-            "template": {
-                "metadata": {"labels": {"app": "rs"}},
-                "spec": {"containers": [{"name": "runner", "image": "x"}]},
-            },
-            "volumeClaimTemplates": [
-                {
-                    "metadata": {"name": "var-lib-docker"},
-                    "spec": {
-                        "accessModes": ["ReadWriteOnce"],
-                        "resources": {"requests": {"storage": "10Mi"}},
-                        "storageClassName": "var-lib-docker",
-                    },
-                }
-            ],
-        },
-    }
+    body = legacy.runner_set(
+        None,
+        1,
+        [{"name": "runner", "image": "x"}],
+        repository="o/r",
+        ephemeral=False,
+        volumeClaimTemplates=[legacy.volume_claim_template("var-lib-docker", "var-lib-docker")],
+    )
     out = await api.create_namespaced_custom_object(
         c.GROUP, c.VERSION, namespace, c.PLURAL_RUNNER_SETS, body
     )

@@ -22,6 +22,7 @@ from gharc.api.resources import RUNNER_SETS
 from gharc.controllers.legacy.runnerset import PERSISTENT_VOLUME_CLAIMS, STATEFUL_SETS
 from gharc.kube.resources import PODS, SECRETS
 from gharc.sim.github import DEFAULT_REPO
+from gharc.testing import legacy
 
 pytestmark = pytest.mark.cluster
 
@@ -33,41 +34,17 @@ async def world(kubeconfig: str, namespace: str, api_client: Any) -> AsyncIterat
 
 
 def runner_set(namespace: str, replicas: int) -> dict[str, Any]:
-    return {
-        "apiVersion": c.API_VERSION,
-        "kind": c.KIND_RUNNER_SET,
-        "metadata": {"name": "rs", "namespace": namespace},
-        "spec": {
-            "repository": DEFAULT_REPO,
-            "ephemeral": False,
-            "replicas": replicas,
-            "selector": {"matchLabels": {"app": "rs"}},
-            "serviceName": "rs",
-            "template": {
-                "metadata": {"labels": {"app": "rs"}},
-                "spec": {
-                    "containers": [
-                        {
-                            "name": "docker",
-                            "volumeMounts": [
-                                {"name": "var-lib-docker", "mountPath": "/var/lib/docker"}
-                            ],
-                        }
-                    ]
-                },
-            },
-            "volumeClaimTemplates": [
-                {
-                    "metadata": {"name": "var-lib-docker"},
-                    "spec": {
-                        "accessModes": ["ReadWriteOnce"],
-                        "resources": {"requests": {"storage": "10Mi"}},
-                        "storageClassName": "var-lib-docker",
-                    },
-                }
-            ],
-        },
+    docker = {
+        "name": "docker",
+        "volumeMounts": [{"name": "var-lib-docker", "mountPath": "/var/lib/docker"}],
     }
+    return legacy.runner_set(
+        namespace,
+        replicas,
+        [docker],
+        ephemeral=False,
+        volumeClaimTemplates=[legacy.volume_claim_template("var-lib-docker", "var-lib-docker")],
+    )
 
 
 async def test_a_runner_set_creates_one_replica_statefulsets_with_its_template(
