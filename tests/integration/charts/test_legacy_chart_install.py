@@ -24,14 +24,13 @@ import yaml
 from kubernetes_asyncio import client
 from prometheus_client import CollectorRegistry
 
-from gharc.api.legacy import constants as lc
 from gharc.api.resources import HORIZONTAL_RUNNER_AUTOSCALERS, RUNNER_DEPLOYMENTS, RUNNERS
 from gharc.kube.client import KubeClient
 from gharc.kube.resources import PODS
+from gharc.testing import legacy, webhook
 from gharc.testing.arcdata import ArcDataMissing, arc_data_dir
 from gharc.testing.helm import LEGACY_CHART, Helm
 from gharc.testing.wait import eventually
-from gharc.webhook.signature import sign
 
 sys.path.insert(0, str(Path(__file__).parent))
 from test_chart_install import _service_account_kubeconfig
@@ -154,8 +153,8 @@ async def test_install_legacy_chart_with_arcs_values_and_run_as_its_accounts(
     from gharc.controllers.main import parse_args as controller_args
     from gharc.controllers.main import run_controller
     from gharc.sim.github import DEFAULT_REPO, FakeGitHubServer
+    from gharc.webhook.main import WebhookArgs
     from gharc.webhook.main import parse_args as webhook_args
-    from gharc.webhook.main import run_webhook_server
 
     release = f"leg-{uuid.uuid4().hex[:6]}"
     full = f"{release}-actions-runner-controller"
@@ -225,18 +224,7 @@ async def test_install_legacy_chart_with_arcs_values_and_run_as_its_accounts(
                     "CONTROLLER_MANAGER_POD_NAMESPACE": namespace,
                 },
             )
-            await kube.create(
-                RUNNER_DEPLOYMENTS,
-                {
-                    "apiVersion": lc.API_VERSION,
-                    "kind": lc.KIND_RUNNER_DEPLOYMENT,
-                    "metadata": {"name": "rd", "namespace": namespace},
-                    "spec": {
-                        "replicas": 1,
-                        "template": {"spec": {"repository": DEFAULT_REPO, "labels": ["linux"]}},
-                    },
-                },
-            )
+            await kube.create(RUNNER_DEPLOYMENTS, legacy.runner_deployment(namespace, replicas=1))
 
             async def runner_pod(_: dict[str, Any]) -> bool:
                 runners = await kube.list(RUNNERS, namespace=namespace)
@@ -256,33 +244,26 @@ async def test_install_legacy_chart_with_arcs_values_and_run_as_its_accounts(
                 message="a Runner and its pod, made by the controller under the chart's RBAC",
             )
 
+            async def server_args(deployment: str, *flags: str) -> WebhookArgs:
+                """The chart's arguments of ``deployment``'s server, run as its service
+                account, with ``flags`` (ports) added."""
+                server = deploys[deployment].spec.template.spec.containers[0]
+                config = await _service_account_kubeconfig(
+                    api_client, namespace, deployment, tmp_path
+                )
+                return webhook_args(
+                    [*server.args, *flags, f"--kubeconfig={config}"],
+                    {"GITHUB_WEBHOOK_SECRET_TOKEN": SECRET},
+                )
+
             # --- the webhook server, as its service account ---------------------------
             await kube.create(
-                HORIZONTAL_RUNNER_AUTOSCALERS,
-                {
-                    "apiVersion": lc.API_VERSION,
-                    "kind": lc.KIND_HORIZONTAL_RUNNER_AUTOSCALER,
-                    "metadata": {"name": "hra", "namespace": namespace},
-                    "spec": {
-                        "scaleTargetRef": {"kind": "RunnerDeployment", "name": "rd"},
-                        "minReplicas": 0,
-                        "maxReplicas": 3,
-                        "scaleUpTriggers": [{"githubEvent": {"workflowJob": {}}}],
-                    },
-                },
+                HORIZONTAL_RUNNER_AUTOSCALERS, legacy.horizontal_runner_autoscaler(namespace, 3)
             )
             server = deploys[hook].spec.template.spec.containers[0]
             assert server.command == ["gharc", "webhook-server"]
-            hook_args = webhook_args(
-                [
-                    *server.args,
-                    "--webhook-addr=127.0.0.1:0",
-                    "--metrics-addr=0",
-                    "--batch-window=0.2",
-                    "--kubeconfig="
-                    + await _service_account_kubeconfig(api_client, namespace, hook, tmp_path),
-                ],
-                {"GITHUB_WEBHOOK_SECRET_TOKEN": SECRET},
+            hook_args = await server_args(
+                hook, "--webhook-addr=127.0.0.1:0", "--metrics-addr=0", "--batch-window=0.2"
             )
             answers: list[tuple[int, str]] = []
 
@@ -294,12 +275,7 @@ async def test_install_legacy_chart_with_arcs_values_and_run_as_its_accounts(
                 return True
 
             await _run_until(
-                lambda holder: run_webhook_server(
-                    hook_args,
-                    on_server=lambda m, s: holder.update(manager=m, server=s),
-                    handle_signals=False,
-                    registry=CollectorRegistry(),
-                ),
+                lambda holder: webhook.serve(hook_args, holder),
                 delivered,
                 timeout=60,
                 message="a delivery answered by the webhook server under the chart's RBAC",
@@ -309,16 +285,8 @@ async def test_install_legacy_chart_with_arcs_values_and_run_as_its_accounts(
             assert [r["name"] for r in hra["spec"]["capacityReservations"]] == ["job-1"]
 
             # --- the actions metrics server, with no Kubernetes permission at all --------
-            server = deploys[metrics].spec.template.spec.containers[0]
-            metrics_args = webhook_args(
-                [
-                    *server.args,
-                    "--webhook-addr=127.0.0.1:0",
-                    "--metrics-addr=127.0.0.1:0",
-                    "--kubeconfig="
-                    + await _service_account_kubeconfig(api_client, namespace, metrics, tmp_path),
-                ],
-                {"GITHUB_WEBHOOK_SECRET_TOKEN": SECRET},
+            metrics_args = await server_args(
+                metrics, "--webhook-addr=127.0.0.1:0", "--metrics-addr=127.0.0.1:0"
             )
             assert metrics_args.metrics_only
             scraped: list[str] = []
@@ -334,12 +302,7 @@ async def test_install_legacy_chart_with_arcs_values_and_run_as_its_accounts(
                 return True
 
             await _run_until(
-                lambda holder: run_webhook_server(
-                    metrics_args,
-                    on_server=lambda m, s: holder.update(manager=m, server=s),
-                    handle_signals=False,
-                    registry=CollectorRegistry(),
-                ),
+                lambda holder: webhook.serve(metrics_args, holder),
                 counted,
                 timeout=60,
                 message="a delivery counted by the actions metrics server",
@@ -369,12 +332,7 @@ async def _deliver(port: int, repo: str) -> tuple[int, str]:
             },
         }
     ).encode()
-    headers = {
-        "X-GitHub-Event": "workflow_job",
-        "X-GitHub-Delivery": "d-1",
-        "Content-Type": "application/json",
-        "X-Hub-Signature-256": sign(SECRET, body),
-    }
+    headers = webhook.delivery_headers(SECRET, body, "d-1")
     async with (
         aiohttp.ClientSession() as session,
         session.post(f"http://127.0.0.1:{port}/", data=body, headers=headers) as resp,

@@ -19,11 +19,10 @@ from typing import Any
 import aiohttp
 import pytest
 
-from gharc.api.legacy import constants as lc
 from gharc.api.resources import HORIZONTAL_RUNNER_AUTOSCALERS, RUNNER_DEPLOYMENTS
 from gharc.kube.client import KubeClient
+from gharc.testing import legacy, webhook
 from gharc.testing.wait import eventually
-from gharc.webhook.signature import sign
 
 pytestmark = pytest.mark.cluster
 SECRET = "kill-9-s3cret"
@@ -37,28 +36,10 @@ def free_port() -> int:
 
 
 async def create_world(kube: KubeClient, ns: str) -> None:
-    await kube.create(
-        RUNNER_DEPLOYMENTS,
-        {
-            "apiVersion": lc.API_VERSION,
-            "kind": lc.KIND_RUNNER_DEPLOYMENT,
-            "metadata": {"name": "rd", "namespace": ns},
-            "spec": {"template": {"spec": {"repository": "acme/app", "labels": ["linux"]}}},
-        },
-    )
+    await kube.create(RUNNER_DEPLOYMENTS, legacy.runner_deployment(ns, repository="acme/app"))
     await kube.create(
         HORIZONTAL_RUNNER_AUTOSCALERS,
-        {
-            "apiVersion": lc.API_VERSION,
-            "kind": "HorizontalRunnerAutoscaler",
-            "metadata": {"name": "hra", "namespace": ns},
-            "spec": {
-                "scaleTargetRef": {"kind": "RunnerDeployment", "name": "rd"},
-                "minReplicas": 0,
-                "maxReplicas": 100,
-                "scaleUpTriggers": [{"githubEvent": {"workflowJob": {}}, "duration": "30m"}],
-            },
-        },
+        legacy.horizontal_runner_autoscaler(ns, 100, duration="30m"),
     )
 
 
@@ -126,12 +107,9 @@ def delivery(job_id: int) -> tuple[bytes, dict[str, str]]:
             "repository": {"name": "app", "owner": {"login": "acme", "type": "Organization"}},
         }
     ).encode()
-    headers = {
-        "Content-Type": "application/json",
-        "X-GitHub-Event": "workflow_job",
-        "X-GitHub-Delivery": str(uuid.uuid5(uuid.NAMESPACE_URL, f"job-{job_id}")),
-        "X-Hub-Signature-256": sign(SECRET, body),
-    }
+    headers = webhook.delivery_headers(
+        SECRET, body, str(uuid.uuid5(uuid.NAMESPACE_URL, f"job-{job_id}"))
+    )
     return body, headers
 
 

@@ -10,13 +10,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from prometheus_client import CollectorRegistry
 
 from gharc.kube.client import KubeClient
 from gharc.sim.github import DEFAULT_REPO, FakeGitHubServer
 from gharc.sim.github.webhooks import WebhookDeliverer
+from gharc.testing import webhook
 from gharc.testing.wait import eventually
-from gharc.webhook.main import WebhookArgs, run_webhook_server
+from gharc.webhook.main import WebhookArgs
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "legacy"))
 from _hraworld import HRAWorld
@@ -41,14 +41,7 @@ async def world(
             kubeconfig=kubeconfig,
         )
         holder: dict[str, Any] = {}
-        task = asyncio.create_task(
-            run_webhook_server(
-                args,
-                on_server=lambda m, s: holder.update(manager=m, server=s),
-                handle_signals=False,
-                registry=CollectorRegistry(),
-            )
-        )
+        task = asyncio.create_task(webhook.serve(args, holder))
         await eventually(lambda: _started(holder), timeout=30, message="webhook server up")
         server = holder["server"]
         hooks = WebhookDeliverer(gh.state)

@@ -15,15 +15,13 @@ from typing import Any
 
 import aiohttp
 import pytest
-from prometheus_client import CollectorRegistry
 from prometheus_client.parser import text_string_to_metric_families
 
-from gharc.api.legacy import constants as lc
 from gharc.api.resources import HORIZONTAL_RUNNER_AUTOSCALERS, RUNNER_DEPLOYMENTS
 from gharc.kube.client import KubeClient
+from gharc.testing import legacy, webhook
 from gharc.testing.wait import eventually
-from gharc.webhook.main import WebhookArgs, parse_args, run_webhook_server
-from gharc.webhook.signature import sign
+from gharc.webhook.main import WebhookArgs, parse_args
 
 pytestmark = pytest.mark.cluster
 SECRET = "metrics-s3cret"
@@ -56,12 +54,7 @@ class Running:
 
     async def post(self, body: dict[str, Any], delivery_id: str) -> tuple[int, str]:
         data = json.dumps(body).encode()
-        headers = {
-            "X-GitHub-Event": "workflow_job",
-            "X-GitHub-Delivery": delivery_id,
-            "Content-Type": "application/json",
-            "X-Hub-Signature-256": sign(SECRET, data),
-        }
+        headers = webhook.delivery_headers(SECRET, data, delivery_id)
         url = f"http://127.0.0.1:{self.holder['server'].port}/"
         async with self.session.post(url, data=data, headers=headers) as resp:
             return resp.status, await resp.text()
@@ -94,14 +87,7 @@ async def serve(kubeconfig: str, namespace: str) -> AsyncIterator[Any]:
             {"GITHUB_WEBHOOK_SECRET_TOKEN": SECRET},
         )
         holder: dict[str, Any] = {}
-        task = asyncio.create_task(
-            run_webhook_server(
-                args,
-                on_server=lambda m, s: holder.update(manager=m, server=s),
-                handle_signals=False,
-                registry=CollectorRegistry(),
-            )
-        )
+        task = asyncio.create_task(webhook.serve(args, holder))
 
         async def up() -> bool:
             s, m = holder.get("server"), holder.get("manager")
@@ -121,30 +107,11 @@ async def serve(kubeconfig: str, namespace: str) -> AsyncIterator[Any]:
 
 async def _hra(kube: KubeClient, namespace: str) -> None:
     await kube.create(
-        RUNNER_DEPLOYMENTS,
-        {
-            "apiVersion": lc.API_VERSION,
-            "kind": lc.KIND_RUNNER_DEPLOYMENT,
-            "metadata": {"name": "rd", "namespace": namespace},
-            "spec": {
-                "replicas": 0,
-                "template": {"spec": {"repository": "acme/app", "labels": ["linux"]}},
-            },
-        },
+        RUNNER_DEPLOYMENTS, legacy.runner_deployment(namespace, repository="acme/app", replicas=0)
     )
     await kube.create(
         HORIZONTAL_RUNNER_AUTOSCALERS,
-        {
-            "apiVersion": lc.API_VERSION,
-            "kind": lc.KIND_HORIZONTAL_RUNNER_AUTOSCALER,
-            "metadata": {"name": "hra", "namespace": namespace},
-            "spec": {
-                "scaleTargetRef": {"kind": "RunnerDeployment", "name": "rd"},
-                "minReplicas": 0,
-                "maxReplicas": 5,
-                "scaleUpTriggers": [{"githubEvent": {"workflowJob": {}}, "duration": "5m"}],
-            },
-        },
+        legacy.horizontal_runner_autoscaler(namespace, 5, duration="5m"),
     )
 
 
