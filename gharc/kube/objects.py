@@ -21,6 +21,8 @@ __all__ = [
     "finalizers_without",
     "format_time",
     "has_finalizer",
+    "int_or",
+    "int_or_none",
     "is_deleting",
     "labels_of",
     "meta",
@@ -89,6 +91,26 @@ def finalizers_without(obj: Mapping[str, Any], *names: str) -> list[str]:
     """``metadata.finalizers`` less ``names``, the others kept in order: the list to write
     back to remove ours only."""
     return [f for f in meta(obj).get("finalizers") or () if f not in names]
+
+
+# --- numbers -----------------------------------------------------------------------------
+
+
+def int_or(value: Any, default: int = 0) -> int:
+    """``int(value)``, or ``default`` for anything that does not parse: a field or annotation
+    someone else wrote badly is read as unset rather than failing the reconcile."""
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return default
+
+
+def int_or_none(value: Any) -> int | None:
+    """``int(value)``, or None for an unset value or one that does not parse."""
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return None
 
 
 # --- metav1.Time -------------------------------------------------------------------------

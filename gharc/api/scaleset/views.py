@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gharc.api.scaleset import constants as c
-from gharc.kube.objects import meta, spec_of, status_of
+from gharc.kube.objects import int_or, int_or_none, meta, spec_of, status_of
 
 __all__ = [
     "ANNOTATION_ACTIONABLE_REVISION",
@@ -29,8 +29,6 @@ __all__ = [
     "AutoscalingRunnerSetView",
     "EphemeralRunnerSetView",
     "EphemeralRunnerView",
-    "int_or",
-    "int_or_none",
 ]
 
 #: The ``spec.actionableRevision`` of the EphemeralRunnerSet a runner was built from
@@ -38,22 +36,6 @@ __all__ = [
 ANNOTATION_ACTIONABLE_REVISION = "actions.github.com/actionable-revision"
 
 _EMPTY: Mapping[str, Any] = {}
-
-
-def int_or(value: Any, default: int = 0) -> int:
-    """``int(value)``, or ``default`` for anything that does not parse (bad annotations)."""
-    try:
-        return int(value)
-    except (TypeError, ValueError):
-        return default
-
-
-def int_or_none(value: Any) -> int | None:
-    """``int(value)``, or None for an unset value or one that does not parse."""
-    try:
-        return int(value)
-    except (TypeError, ValueError):
-        return None
 
 
 def _mapping(value: Any) -> Mapping[str, Any]:

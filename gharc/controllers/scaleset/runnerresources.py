@@ -22,11 +22,11 @@ from gharc.api.scaleset.views import (
     ANNOTATION_ACTIONABLE_REVISION as ANNOTATION_ACTIONABLE_REVISION,
 )
 from gharc.api.scaleset.views import EphemeralRunnerSetView
-from gharc.api.scaleset.views import int_or as int_or  # re-export
 from gharc.controllers.scaleset.labels import filter_and_merge_labels, merge_annotations
 from gharc.kube.handler import owner_reference
 from gharc.kube.objects import decode_secret_data
 from gharc.kube.objects import has_finalizer as has_finalizer  # re-export
+from gharc.kube.objects import int_or as int_or  # re-export
 from gharc.kube.objects import is_deleting as is_deleting  # re-export
 from gharc.kube.objects import meta as meta  # re-export
 from gharc.kube.objects import semantically_equal as semantically_equal  # re-export

@@ -14,8 +14,6 @@ from gharc.api.scaleset.views import (
     AutoscalingRunnerSetView,
     EphemeralRunnerSetView,
     EphemeralRunnerView,
-    int_or,
-    int_or_none,
 )
 
 
@@ -30,13 +28,6 @@ def obj(
     if status is not None:
         out["status"] = status
     return out
-
-
-def test_int_parsers_read_bad_values_as_the_default() -> None:
-    assert int_or("7") == 7 and int_or(7) == 7
-    assert int_or(None) == 0 and int_or("seven") == 0 and int_or("seven", -1) == -1
-    assert int_or_none("7") == 7
-    assert int_or_none(None) is None and int_or_none("") is None and int_or_none([]) is None
 
 
 def test_views_are_frozen_and_do_not_copy() -> None:

@@ -105,6 +105,14 @@ def test_times_round_trip_and_bad_ones_are_unset_unless_strict() -> None:
         objects.parse_time("yesterday", strict=True)
 
 
+def test_int_parsers_read_bad_values_as_the_default() -> None:
+    assert objects.int_or("7") == 7 and objects.int_or(7) == 7
+    assert objects.int_or(None) == 0 and objects.int_or("seven") == 0
+    assert objects.int_or("seven", -1) == -1
+    assert objects.int_or_none("7") == 7 and objects.int_or_none(None) is None
+    assert objects.int_or_none("") is None and objects.int_or_none([]) is None
+
+
 def test_secret_data_is_decoded_with_string_data_on_top() -> None:
     secret = {
         "data": {"a": base64.b64encode(b"x").decode(), "b": base64.b64encode(b"y").decode()},
@@ -137,9 +145,9 @@ ONE_HOME = {
     r'(len|removesuffix)\("/api/v3"\)': {
         "github/config.py": "the home",
     },
-    # a number read from an object, bad values as the default: gharc.api.scaleset.views
+    # a number read from an object, bad values as the default: gharc.kube.objects.int_or
     r"def int_or\b": {
-        "api/scaleset/views.py": "the home",
+        "kube/objects.py": "the home",
     },
     # the scale set id annotation, "not created yet" unless a positive number:
     # AutoscalingRunnerSetView.scale_set_id
