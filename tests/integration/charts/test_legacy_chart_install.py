@@ -152,7 +152,7 @@ async def test_install_legacy_chart_with_arcs_values_and_run_as_its_accounts(
 ) -> None:
     from gharc.controllers.main import parse_args as controller_args
     from gharc.controllers.main import run_controller
-    from gharc.sim.github import DEFAULT_REPO, FakeGitHubServer
+    from gharc.sim.github import DEFAULT_ORG, FakeGitHubServer
     from gharc.webhook.main import WebhookArgs
     from gharc.webhook.main import parse_args as webhook_args
 
@@ -162,6 +162,10 @@ async def test_install_legacy_chart_with_arcs_values_and_run_as_its_accounts(
     metrics = f"{full}-actions-metrics-server"
     kube = KubeClient(api_client)
     async with FakeGitHubServer(poll_timeout=1.0) as gh:
+        # A repository of this test's own: the webhook server watches every namespace, and
+        # HRAs of earlier tests linger (no namespace controller here to finish deleting them).
+        repo = f"{DEFAULT_ORG}/{release}"
+        gh.state.create_repo(repo)
         values = _arc_values()
         values["authSecret"].update(create=True, github_token=gh.token)
         values["githubURL"] = gh.url
@@ -224,7 +228,9 @@ async def test_install_legacy_chart_with_arcs_values_and_run_as_its_accounts(
                     "CONTROLLER_MANAGER_POD_NAMESPACE": namespace,
                 },
             )
-            await kube.create(RUNNER_DEPLOYMENTS, legacy.runner_deployment(namespace, replicas=1))
+            await kube.create(
+                RUNNER_DEPLOYMENTS, legacy.runner_deployment(namespace, repository=repo, replicas=1)
+            )
 
             async def runner_pod(_: dict[str, Any]) -> bool:
                 runners = await kube.list(RUNNERS, namespace=namespace)
@@ -271,7 +277,7 @@ async def test_install_legacy_chart_with_arcs_values_and_run_as_its_accounts(
                 srv = holder.get("server")
                 if srv is None or not srv.started.is_set():
                     return False
-                answers.append(await _deliver(srv.port, DEFAULT_REPO))
+                answers.append(await _deliver(srv.port, repo))
                 return True
 
             await _run_until(
@@ -295,7 +301,7 @@ async def test_install_legacy_chart_with_arcs_values_and_run_as_its_accounts(
                 srv, mgr = holder.get("server"), holder.get("manager")
                 if srv is None or not srv.started.is_set() or not mgr.metrics_port:
                     return False
-                assert await _deliver(srv.port, DEFAULT_REPO) == (200, "")
+                assert await _deliver(srv.port, repo) == (200, "")
                 url = f"http://127.0.0.1:{mgr.metrics_port}/metrics"
                 async with aiohttp.ClientSession() as session, session.get(url) as resp:
                     scraped.append(await resp.text())
@@ -312,7 +318,7 @@ async def test_install_legacy_chart_with_arcs_values_and_run_as_its_accounts(
                 for x in scraped[0].splitlines()
                 if x.startswith("github_workflow_jobs_queued_total{")
             ]
-            assert f'repository_full_name="{DEFAULT_REPO}"' in line and line.endswith(" 1.0")
+            assert f'repository_full_name="{repo}"' in line and line.endswith(" 1.0")
         finally:
             helm.run(["uninstall", release, "--namespace", namespace, "--kubeconfig", kubeconfig])
             with contextlib.suppress(Exception):
