@@ -28,6 +28,7 @@ from typing import Any, Protocol
 
 from gharc.api import schedule
 from gharc.api.legacy import constants as lc
+from gharc.api.legacy.views import RunnerConfigView
 from gharc.api.resources import (
     HORIZONTAL_RUNNER_AUTOSCALERS,
     RUNNER_DEPLOYMENTS,
@@ -187,7 +188,6 @@ class HRAReconciler:
         if need_runners:
             runner_names = await self._names(names_of, ns, selector)
             busy_terminating = await self._busy_terminating(ns, label, name)
-        ephemeral = runner_spec.get("ephemeral")
         target = ScaleTarget(
             kind=resource.kind,
             name=name,
@@ -198,7 +198,7 @@ class HRAReconciler:
             group=str(runner_spec.get("group") or ""),
             labels=tuple(str(x) for x in runner_spec.get("labels") or ()),
             replicas=_int_or_none(spec.get("replicas")),
-            ephemeral=ephemeral is None or bool(ephemeral),
+            ephemeral=RunnerConfigView(runner_spec).ephemeral,
             runner_names=runner_names,
             busy_terminating=busy_terminating,
         )

@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from gharc.api.legacy import constants as c
+from gharc.api.legacy.views import RunnerConfigView
 from gharc.api.scaleset.constants import fnv_hash_string
 from gharc.controllers.legacy.options import LegacyOptions
 from gharc.kube.objects import meta as meta_of
@@ -58,10 +59,6 @@ def template_hash(obj: Any) -> str:
     return fnv_hash_string(json.dumps(obj, sort_keys=True, separators=(",", ":")))
 
 
-def _bool(value: Any, default: bool) -> bool:
-    return default if value is None else bool(value)
-
-
 def _env(name: str, value: str) -> JSON:
     return {"name": name, "value": value}
 
@@ -103,11 +100,12 @@ def runner_pod_template(
     lbls[c.LABEL_RUNNER] = ""
     lbls[c.LABEL_INJECT_REGISTRATION_TOKEN] = "true"
 
-    kube_mode = config.get("containerMode") == c.CONTAINER_MODE_KUBERNETES
-    dind = _bool(config.get("dockerdWithinRunnerContainer"), False) and not kube_mode
-    docker_enabled = _bool(config.get("dockerEnabled"), True) and not kube_mode
+    runner_config = RunnerConfigView(config)
+    kube_mode = runner_config.kubernetes_mode
+    dind = runner_config.dockerd_within_runner_container
+    docker_enabled = runner_config.docker_enabled
     sidecar = docker_enabled and not dind
-    ephemeral = _bool(config.get("ephemeral"), True)
+    ephemeral = runner_config.ephemeral
     work_dir = str(config.get("workDir") or DEFAULT_WORK_DIR)
 
     containers: list[JSON] = list(spec.get("containers") or [])
@@ -281,9 +279,8 @@ def _runner_pod_spec_template(runner: Mapping[str, Any]) -> JSON:
     containers = copy.deepcopy(list(spec.get("containers") or []))
     if not containers:
         containers = [{"name": c.CONTAINER_RUNNER}]
-        kube_mode = spec.get("containerMode") == c.CONTAINER_MODE_KUBERNETES
-        docker_on = _bool(spec.get("dockerEnabled"), True) and not kube_mode
-        if docker_on and not _bool(spec.get("dockerdWithinRunnerContainer"), False):
+        runner_config = RunnerConfigView(spec)
+        if runner_config.docker_enabled and not runner_config.dockerd_within_runner_container:
             containers.append({"name": c.CONTAINER_DOCKER})
     for ctr in containers:
         if ctr.get("name") == c.CONTAINER_RUNNER:

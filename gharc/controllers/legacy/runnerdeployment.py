@@ -12,12 +12,12 @@ import copy
 from typing import Any
 
 from gharc.api.legacy import constants as c
+from gharc.api.legacy.views import ReplicatedView
 from gharc.api.resources import RUNNER_DEPLOYMENTS, RUNNER_REPLICA_SETS
 from gharc.controllers.legacy import pods as p
 from gharc.controllers.legacy.metrics import LegacyMetrics
 from gharc.controllers.legacy.options import LegacyOptions
 from gharc.controllers.legacy.resources import owner_ref, template_hash
-from gharc.controllers.legacy.runnerreplicaset import replicas_of
 from gharc.kube import errors
 from gharc.kube.client import KubeClient
 from gharc.kube.events import NORMAL, EventRecorder
@@ -69,7 +69,7 @@ def desired_replica_set(rd: JSON, common_labels: list[str]) -> JSON:
             "ownerReferences": [owner_ref(rd)],
         },
         "spec": {
-            "replicas": replicas_of(spec),
+            "replicas": ReplicatedView(rd).replicas,
             "effectiveTime": spec.get("effectiveTime"),
             "selector": selector,
             "template": template,
@@ -103,10 +103,9 @@ class RunnerDeploymentReconciler:
         if p.is_deleting(rd):
             self.expectations.forget(rd["metadata"]["uid"])
             return None
-        spec = spec_of(rd)
         if self.metrics is not None:
             self.metrics.runnerdeployment_spec_replicas.labels(request.name, request.namespace).set(
-                replicas_of(spec)
+                ReplicatedView(rd).replicas
             )
         owned = [
             rs
@@ -136,17 +135,18 @@ class RunnerDeploymentReconciler:
             await self.kube.merge_patch(RUNNER_REPLICA_SETS, newest, {"spec": desired["spec"]})
             return self._requeue()
         want_replicas, want_eff = desired["spec"]["replicas"], desired["spec"]["effectiveTime"]
-        if replicas_of(nspec) != want_replicas or nspec.get("effectiveTime") != want_eff:
+        newest_view = ReplicatedView(newest)
+        if newest_view.replicas != want_replicas or nspec.get("effectiveTime") != want_eff:
             await self.kube.merge_patch(
                 RUNNER_REPLICA_SETS,
                 newest,
                 {"spec": {"replicas": want_replicas, "effectiveTime": want_eff}},
             )
             return None
-        if int(status_of(newest).get("readyReplicas") or 0) >= want_replicas:
+        if newest_view.count("readyReplicas") >= want_replicas:
             for rs in old:
-                if int(status_of(rs).get("replicas") or 0) > 0:
-                    if replicas_of(spec_of(rs)) != 0:
+                if ReplicatedView(rs).count("replicas") > 0:
+                    if ReplicatedView(rs).replicas != 0:
                         await self.kube.merge_patch(
                             RUNNER_REPLICA_SETS, rs, {"spec": {"replicas": 0}}
                         )
@@ -165,13 +165,13 @@ class RunnerDeploymentReconciler:
         self, rd: JSON, newest: JSON, owned: list[JSON], desired: int
     ) -> Result | None:
         def total(key: str) -> int:
-            return sum(int(status_of(rs).get(key) or 0) for rs in owned)
+            return sum(ReplicatedView(rs).count(key) for rs in owned)
 
         available = total("availableReplicas")
         want = {
             "availableReplicas": available,
             "readyReplicas": available,
-            "updatedReplicas": int(status_of(newest).get("replicas") or 0),
+            "updatedReplicas": ReplicatedView(newest).count("replicas"),
             "desiredReplicas": desired,
             "replicas": total("replicas"),
         }

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import copy
 import datetime as dt
-from collections.abc import Mapping
 from typing import Any
 
 from gharc.api.legacy import constants as c
+from gharc.api.legacy.views import ReplicatedView, RunnerConfigView
 from gharc.api.resources import RUNNER_REPLICA_SETS, RUNNERS
 from gharc.controllers.legacy import pods as p
 from gharc.controllers.legacy.options import LegacyOptions
@@ -24,11 +24,6 @@ from gharc.kube.objects import spec_of, status_of
 from gharc.kube.reconcile import Request, Result
 
 JSON = dict[str, Any]
-
-
-def replicas_of(spec: Mapping[str, Any]) -> int:
-    value = spec.get("replicas")
-    return 1 if value is None else int(value)
 
 
 class RunnerOwners:
@@ -110,8 +105,8 @@ class RunnerReplicaSetReconciler:
             self.last_created[rs["metadata"]["uid"]] = self.options.clock()
 
         params = SyncParams(
-            desired=replicas_of(spec),
-            ephemeral=spec_of(template).get("ephemeral") is not False,
+            desired=ReplicatedView(rs).replicas,
+            ephemeral=RunnerConfigView(spec_of(template)).ephemeral,
             effective_time=p.parse_time(spec.get("effectiveTime")),
             template_hash=thash,
             registration_timeout=self.options.registration_timeout,

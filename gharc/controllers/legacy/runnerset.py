@@ -20,6 +20,7 @@ import logging
 from typing import Any
 
 from gharc.api.legacy import constants as c
+from gharc.api.legacy.views import ReplicatedView, RunnerConfigView
 from gharc.api.resources import RUNNER_SETS
 from gharc.controllers.legacy import pods as p
 from gharc.controllers.legacy.githubclients import LegacyGitHub, ScopeError
@@ -37,7 +38,6 @@ from gharc.controllers.legacy.resources import (
     template_hash,
 )
 from gharc.controllers.legacy.runnerdeployment import controller_name
-from gharc.controllers.legacy.runnerreplicaset import replicas_of
 from gharc.controllers.legacy.runnersettoken import RunnerSetTokens, reference_token_secret
 from gharc.github.errors import GitHubError
 from gharc.kube import errors
@@ -136,9 +136,8 @@ class StatefulSetOwners:
         return [pod] if pod is not None else []
 
     def synced(self, owner: JSON) -> bool:
-        want = spec_of(owner).get("replicas")
-        have = status_of(owner).get("replicas")
-        return int(have or 0) == (1 if want is None else int(want))
+        view = ReplicatedView(owner)
+        return view.count("replicas") == view.replicas
 
     async def delete(self, owner: JSON) -> None:
         """Only the StatefulSet: the garbage collector deletes its pod, whose finalizer
@@ -176,7 +175,7 @@ class RunnerSetReconciler:
         spec = spec_of(rs)
         if self.metrics is not None:
             self.metrics.runnerset_spec_replicas.labels(request.name, request.namespace).set(
-                replicas_of(spec)
+                ReplicatedView(rs).replicas
             )
         owned = [
             s
@@ -211,8 +210,8 @@ class RunnerSetReconciler:
             self.last_created[rs["metadata"]["uid"]] = self.options.clock()
 
         params = SyncParams(
-            desired=replicas_of(spec),
-            ephemeral=spec.get("ephemeral") is not False,
+            desired=ReplicatedView(rs).replicas,
+            ephemeral=RunnerConfigView(spec).ephemeral,
             effective_time=p.parse_time(spec.get("effectiveTime")),
             template_hash=desired["metadata"]["labels"][c.LABEL_RUNNER_TEMPLATE_HASH],
             registration_timeout=self.options.registration_timeout,
@@ -229,7 +228,7 @@ class RunnerSetReconciler:
             return _soonest(synced.requeue(), token_refresh_in)
 
         def total(key: str) -> int:
-            return sum(int(status_of(s.owner).get(key) or 0) for s in current)
+            return sum(ReplicatedView(s.owner).count(key) for s in current)
 
         want = {
             "availableReplicas": total("currentReplicas"),

@@ -1,0 +1,69 @@
+"""Read-only views over legacy (summerwind) objects: each field's default in one place.
+
+Like :mod:`gharc.api.scaleset.views`: the controllers read plain dicts from the cache, and
+a field read inline takes its default at every reader. ARC's defaults here are ones a
+reader can get wrong without noticing: ``replicas`` unset is 1 (not 0), a runner is
+ephemeral and has a docker sidecar unless it says otherwise. The views hold the dict (no
+copy) and read a field only when asked.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from gharc.api.legacy import constants as c
+from gharc.kube.objects import int_or, spec_of, status_of
+
+__all__ = ["ReplicatedView", "RunnerConfigView"]
+
+
+def _flag(value: Any, default: bool) -> bool:
+    return default if value is None else bool(value)
+
+
+@dataclass(frozen=True, slots=True)
+class RunnerConfigView:
+    """ARC's ``RunnerConfig``: the runner fields of a Runner's or a RunnerSet's ``spec``, or
+    of a RunnerDeployment's or RunnerReplicaSet's ``spec.template.spec``."""
+
+    config: Mapping[str, Any]
+
+    @property
+    def ephemeral(self) -> bool:
+        """``ephemeral``; unset is true (one job per runner)."""
+        return _flag(self.config.get("ephemeral"), True)
+
+    @property
+    def kubernetes_mode(self) -> bool:
+        """``containerMode: kubernetes``: job containers run as pods, no docker at all."""
+        return self.config.get("containerMode") == c.CONTAINER_MODE_KUBERNETES
+
+    @property
+    def docker_enabled(self) -> bool:
+        """``dockerEnabled`` (unset: true), and never in kubernetes mode."""
+        return _flag(self.config.get("dockerEnabled"), True) and not self.kubernetes_mode
+
+    @property
+    def dockerd_within_runner_container(self) -> bool:
+        """``dockerdWithinRunnerContainer`` (unset: false), and never in kubernetes mode."""
+        within = _flag(self.config.get("dockerdWithinRunnerContainer"), False)
+        return within and not self.kubernetes_mode
+
+
+@dataclass(frozen=True, slots=True)
+class ReplicatedView:
+    """A RunnerDeployment, RunnerReplicaSet, RunnerSet or StatefulSet: what it wants and what
+    its status counts."""
+
+    obj: Mapping[str, Any]
+
+    @property
+    def replicas(self) -> int:
+        """``spec.replicas``; unset (or not a number) is 1, as for Kubernetes' workloads."""
+        return int_or(spec_of(self.obj).get("replicas"), 1)
+
+    def count(self, key: str) -> int:
+        """A ``status`` count; unset (nothing reported yet) is 0."""
+        return int_or(status_of(self.obj).get(key))
