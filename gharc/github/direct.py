@@ -21,7 +21,7 @@ import asyncio
 import json
 import ssl
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 from urllib.parse import quote, urlsplit
 
@@ -46,17 +46,23 @@ def _param_str(value: Any) -> str:
     return str(value)
 
 
-def merge_query(url: str, params: Mapping[str, Any] | None) -> str:
+Params = Mapping[str, Any] | Sequence[tuple[str, Any]]
+
+
+def merge_query(url: str, params: Params | None) -> str:
     """``url`` with ``params`` set in its query: existing keys replaced, others kept as they
-    were written (a queue URL's own query is opaque and must reach the service unchanged)."""
+    were written (a queue URL's own query is opaque and must reach the service unchanged).
+    A sequence of pairs may repeat a key."""
     if not params:
         return url
+    pairs = list(params.items()) if isinstance(params, Mapping) else list(params)
+    keys = {k for k, _ in pairs}
     base, sep, query = url.partition("?")
     fragment = ""
     if "#" in query:
         query, _, fragment = query.partition("#")
-    kept = [p for p in query.split("&") if p and p.partition("=")[0] not in params] if sep else []
-    added = [f"{quote(str(k), safe='')}={quote(_param_str(v), safe='')}" for k, v in params.items()]
+    kept = [p for p in query.split("&") if p and p.partition("=")[0] not in keys] if sep else []
+    added = [f"{quote(str(k), safe='')}={quote(_param_str(v), safe='')}" for k, v in pairs]
     merged = f"{base}?{'&'.join(kept + added)}"
     return f"{merged}#{fragment}" if fragment else merged
 
@@ -135,6 +141,8 @@ class DirectHTTP:
     * ``timeout`` - seconds for a whole request unless the call gives its own.
     * ``max_idle`` - idle connections kept per origin; ``max_connections`` - open ones per
       client (None: no cap).
+    * ``server_hostname`` - the TLS server name to check instead of the URL's host (a
+      kubeconfig's ``tls-server-name``).
     """
 
     def __init__(
@@ -146,8 +154,10 @@ class DirectHTTP:
         timeout: float = 30.0,
         max_idle: int = 20,
         max_connections: int | None = None,
+        server_hostname: str | None = None,
     ) -> None:
         self.user_agent = user_agent
+        self.server_hostname = server_hostname
         self._ssl_context = ssl_context
         self._observe = observe
         self.timeout = timeout
@@ -172,7 +182,7 @@ class DirectHTTP:
         *,
         endpoint: str,
         headers: Mapping[str, str] | None = None,
-        params: Mapping[str, Any] | None = None,
+        params: Params | None = None,
         json_body: Any = None,
         timeout: float | None = None,
     ) -> httpx.Response:
@@ -201,7 +211,8 @@ class DirectHTTP:
             body = json.dumps(
                 json_body, ensure_ascii=False, separators=(",", ":"), allow_nan=False
             ).encode()
-            lines.append("Content-Type: application/json")
+            if "content-type" not in fields:
+                lines.append("Content-Type: application/json")
         if body or method in ("POST", "PUT", "PATCH"):
             lines.append(f"Content-Length: {len(body)}")
         head = ("\r\n".join(lines) + "\r\n\r\n").encode()
@@ -282,7 +293,11 @@ class DirectHTTP:
         try:
             if scheme == "https":
                 reader, writer = await asyncio.open_connection(
-                    host, port, ssl=self._ssl_context(), server_hostname=host, limit=_MAX_HEAD
+                    host,
+                    port,
+                    ssl=self._ssl_context(),
+                    server_hostname=self.server_hostname or host,
+                    limit=_MAX_HEAD,
                 )
             else:
                 reader, writer = await asyncio.open_connection(host, port, limit=_MAX_HEAD)

@@ -108,3 +108,79 @@ def test_the_pod_listener_process_loads_one_http_stack() -> None:
         [sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=60
     )
     assert out.stdout.strip() == ""
+
+
+async def test_requests_with_a_deadline_go_direct_watches_and_proxies_stay_on_httpx() -> None:
+    """The pod listener's patches skip httpx.AsyncClient (about 1 ms of CPU each); a watch
+    streams and a proxy is httpx's to speak, so both stay with httpx."""
+    import asyncio
+    import json
+
+    from gharc.kube.httpx_transport import HttpxTransport
+
+    seen: list[bytes] = []
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        while True:
+            try:
+                head = await reader.readuntil(b"\r\n\r\n")
+            except asyncio.IncompleteReadError:
+                break
+            length = next(
+                (
+                    int(x.split(b":")[1])
+                    for x in head.split(b"\r\n")
+                    if x.lower().startswith(b"content-length:")
+                ),
+                0,
+            )
+            seen.append(head + await reader.readexactly(length))
+            body = b'{"kind":"EphemeralRunnerSet"}'
+            writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body))
+            await writer.drain()
+        writer.close()
+
+    server = await asyncio.start_server(handle, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    cfg = leanconfig.LeanConfig(server=f"http://127.0.0.1:{port}", token="tok")
+    transport = HttpxTransport(cfg)
+    try:
+        resp = await transport.send_request(
+            "PATCH",
+            "/apis/g/v1/namespaces/n/things/t",
+            params=[("fieldManager", "gharc-listener")],
+            headers={"Accept": "application/json", "Content-Type": "application/merge-patch+json"},
+            body={"spec": {"replicas": 2}},
+            timeout=5.0,
+        )
+        assert resp.status == 200 and json.loads(await resp.read()) == {
+            "kind": "EphemeralRunnerSet"
+        }
+        assert transport._direct is not None and transport._direct.connections_opened == 1
+        head, _, body = seen[0].partition(b"\r\n\r\n")
+        lines = head.split(b"\r\n")
+        assert (
+            lines[0]
+            == b"PATCH /apis/g/v1/namespaces/n/things/t?fieldManager=gharc-listener HTTP/1.1"
+        )
+        assert b"Authorization: Bearer tok" in lines
+        assert b"Content-Type: application/merge-patch+json" in lines
+        assert sum(x.lower().startswith(b"content-type:") for x in lines) == 1
+        assert json.loads(body) == {"spec": {"replicas": 2}}
+        watch = await transport.send_request(
+            "GET",
+            "/apis/g/v1/things",
+            params=[("watch", "true")],
+            headers={},
+            body=None,
+            timeout=None,
+            read_timeout=5.0,
+        )
+        assert watch.status == 200 and transport._direct.connections_opened == 1  # httpx's
+        await watch.aclose()
+    finally:
+        await transport.close()
+        server.close()
+    proxied = HttpxTransport(leanconfig.LeanConfig(server=cfg.server, proxy="http://p.local:1"))
+    assert proxied._direct is None
+    await proxied.close()
