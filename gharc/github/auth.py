@@ -13,7 +13,8 @@ import hashlib
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from datetime import datetime
+
+from gharc.github.datamodel import parse_datetime
 
 # GitHub rejects App JWTs whose lifetime exceeds 10 minutes; iat is back-dated for skew.
 APP_JWT_BACKDATE = 60.0
@@ -155,7 +156,7 @@ class AccessToken:
 
 def parse_timestamp(value: str) -> float:
     """RFC 3339 (GitHub's ``expires_at``) to epoch seconds."""
-    return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+    return parse_datetime(value).timestamp()
 
 
 Exchange = Callable[[str], Awaitable[AccessToken]]

@@ -33,7 +33,7 @@ from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any, ClassVar, Literal, Self
 
-__all__ = ["DataModel", "Rule", "ValidationError", "to_camel"]
+__all__ = ["DataModel", "Rule", "ValidationError", "parse_datetime", "to_camel"]
 
 Loc = tuple[str | int, ...]
 Read = Callable[[Any, Loc], Any]
@@ -167,10 +167,18 @@ def _read_datetime(value: Any, loc: Loc) -> datetime:
             pass
     elif isinstance(value, str):
         try:
-            return datetime.fromisoformat(value.strip())
+            return parse_datetime(value)
         except ValueError:
             pass
     raise _fail(loc, "Input should be a valid datetime", value)
+
+
+def parse_datetime(text: str) -> datetime:
+    """An RFC 3339 / ISO 8601 time as GitHub writes it (``Z`` or an offset; Go's nanoseconds
+    cut to microseconds); ``ValueError`` otherwise. gharc.github's one time parser: the
+    package imports nothing of gharc, so not gharc.kube.objects.parse_time."""
+    text = text.strip()
+    return datetime.fromisoformat(text[:-1] + "+00:00" if text.endswith("Z") else text)
 
 
 def _read_any(value: Any, loc: Loc) -> Any:

@@ -134,7 +134,7 @@ ONE_HOME = {
     r"fromisoformat\(": {
         "kube/objects.py": "the home",
         "api/schedule.py": "why: schedule times without an offset are local to a time zone",
-        "github/auth.py": "why: gharc.github imports nothing of gharc",
+        "github/datamodel.py": "why: gharc.github imports nothing of gharc",
     },
     # "being deleted" and since when: gharc.kube.objects.is_deleting, deleting_since
     r'get\("deletionTimestamp"\)': {
