@@ -29,7 +29,7 @@ from __future__ import annotations
 import dataclasses
 import types
 import typing
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from datetime import UTC, datetime
 from typing import Any, ClassVar, Literal, Self
 
@@ -109,6 +109,16 @@ def _read_str(value: Any, loc: Loc) -> str:
     raise _fail(loc, "Input should be a valid string", value)
 
 
+def _number_text(text: str, kind: type[int] | type[float], loc: Loc) -> Any:
+    """A number written as text (environment overrides, GitHub's odd answers)."""
+    try:
+        return kind(text.strip())
+    except ValueError:
+        name, article = ("integer", "an integer") if kind is int else ("number", "a number")
+        message = f"Input should be a valid {name}, unable to parse string as {article}"
+        raise _fail(loc, message, text) from None
+
+
 def _read_int(value: Any, loc: Loc) -> int:
     if isinstance(value, int):
         return int(value)
@@ -119,13 +129,7 @@ def _read_int(value: Any, loc: Loc) -> int:
             loc, "Input should be a valid integer, got a number with a fractional part", value
         )
     if isinstance(value, str):
-        try:
-            return int(value.strip())
-        except ValueError:
-            pass
-        raise _fail(
-            loc, "Input should be a valid integer, unable to parse string as an integer", value
-        )
+        return int(_number_text(value, int, loc))
     raise _fail(loc, "Input should be a valid integer", value)
 
 
@@ -133,13 +137,7 @@ def _read_float(value: Any, loc: Loc) -> float:
     if isinstance(value, int | float):
         return float(value)
     if isinstance(value, str):
-        try:
-            return float(value.strip())
-        except ValueError:
-            pass
-        raise _fail(
-            loc, "Input should be a valid number, unable to parse string as a number", value
-        )
+        return float(_number_text(value, float, loc))
     raise _fail(loc, "Input should be a valid number", value)
 
 
@@ -235,16 +233,7 @@ def _reader_of(tp: Any, where: str) -> Read:
         def read_list(value: Any, loc: Loc) -> list[Any]:
             if not isinstance(value, list | tuple):
                 raise _fail(loc, "Input should be a valid list", value)
-            out: list[Any] = []
-            problems: list[dict[str, Any]] = []
-            for i, v in enumerate(value):
-                try:
-                    out.append(item(v, (*loc, i)))
-                except _Invalid as err:
-                    problems.extend(err.errors)
-            if problems:
-                raise _Invalid(problems)
-            return out
+            return [v for _, v in _read_each(enumerate(value), item, loc)]
 
         return read_list
     if origin is dict:
@@ -253,19 +242,26 @@ def _reader_of(tp: Any, where: str) -> Read:
         def read_dict(value: Any, loc: Loc) -> dict[Any, Any]:
             if not isinstance(value, Mapping):
                 raise _fail(loc, "Input should be a valid dictionary", value)
-            out: dict[Any, Any] = {}
-            problems: list[dict[str, Any]] = []
-            for k, v in value.items():
-                try:
-                    out[str(k)] = entry(v, (*loc, str(k)))
-                except _Invalid as err:
-                    problems.extend(err.errors)
-            if problems:
-                raise _Invalid(problems)
-            return out
+            return dict(_read_each(((str(k), v) for k, v in value.items()), entry, loc))
 
         return read_dict
     raise TypeError(f"{where}: no reading rule for the type {tp!r}")
+
+
+def _read_each(
+    items: Iterable[tuple[str | int, Any]], read: Read, loc: Loc
+) -> list[tuple[str | int, Any]]:
+    """Every item read at its own key path; the problems of all of them raised together."""
+    out: list[tuple[str | int, Any]] = []
+    problems: list[dict[str, Any]] = []
+    for key, value in items:
+        try:
+            out.append((key, read(value, (*loc, key))))
+        except _Invalid as err:
+            problems.extend(err.errors)
+    if problems:
+        raise _Invalid(problems)
+    return out
 
 
 def _bounded(read: Read, rule: Rule) -> Read:
