@@ -32,6 +32,7 @@ from collections.abc import Awaitable, Callable, Iterator, Mapping, MutableSet, 
 from dataclasses import dataclass, field
 from typing import Any
 
+from gharc.api.legacy.views import HorizontalRunnerAutoscalerView
 from gharc.api.resources import HORIZONTAL_RUNNER_AUTOSCALERS
 from gharc.kube.client import KubeClient
 from gharc.kube.errors import Conflict, NotFound
@@ -302,12 +303,11 @@ class BatchScaler:
             hra = await self.client.get(HORIZONTAL_RUNNER_AUTOSCALERS, name, namespace=ns)
             spec = spec_of(hra)
             now = dt.datetime.fromtimestamp(self.clock(), dt.UTC)
-            max_replicas = spec.get("maxReplicas")
             before = list(spec.get("capacityReservations") or [])
             trial = BoundedSet(FINISHED_MEMORY)
             trial |= finished
             planned, outcomes = plan(
-                before, int(max_replicas) if max_replicas is not None else None, ops, now, trial
+                before, HorizontalRunnerAutoscalerView(hra).max_replicas, ops, now, trial
             )
             if all(o in (RESERVED, FINISHED) for o in outcomes):
                 return outcomes  # every op is a repeat: nothing to write

@@ -3,7 +3,8 @@
 Like :mod:`gharc.api.scaleset.views`: the controllers read plain dicts from the cache, and
 a field read inline takes its default at every reader. ARC's defaults here are ones a
 reader can get wrong without noticing: ``replicas`` unset is 1 (not 0), a runner is
-ephemeral and has a docker sidecar unless it says otherwise. The views hold the dict (no
+ephemeral and has a docker sidecar unless it says otherwise, an HRA's ``maxReplicas``
+unset means no upper bound. The views hold the dict (no
 copy) and read a field only when asked.
 """
 
@@ -14,9 +15,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from gharc.api.legacy import constants as c
-from gharc.kube.objects import int_or, spec_of, status_of
+from gharc.kube.objects import int_or, int_or_none, spec_of, status_of
 
-__all__ = ["ReplicatedView", "RunnerConfigView"]
+__all__ = ["HorizontalRunnerAutoscalerView", "ReplicatedView", "RunnerConfigView"]
 
 
 def _flag(value: Any, default: bool) -> bool:
@@ -67,3 +68,26 @@ class ReplicatedView:
     def count(self, key: str) -> int:
         """A ``status`` count; unset (nothing reported yet) is 0."""
         return int_or(status_of(self.obj).get(key))
+
+
+@dataclass(frozen=True, slots=True)
+class HorizontalRunnerAutoscalerView:
+    """A HorizontalRunnerAutoscaler's bounds and its last decision. The HRA controller, its
+    metrics and the webhook server's reservations all read these."""
+
+    obj: Mapping[str, Any]
+
+    @property
+    def min_replicas(self) -> int | None:
+        """``spec.minReplicas``; None when unset (the controller reports the HRA invalid)."""
+        return int_or_none(spec_of(self.obj).get("minReplicas"))
+
+    @property
+    def max_replicas(self) -> int | None:
+        """``spec.maxReplicas``; None when unset: no upper bound."""
+        return int_or_none(spec_of(self.obj).get("maxReplicas"))
+
+    @property
+    def desired_replicas(self) -> int | None:
+        """``status.desiredReplicas``: the last decision; None before the first one."""
+        return int_or_none(status_of(self.obj).get("desiredReplicas"))

@@ -28,7 +28,11 @@ from typing import Any, Protocol
 
 from gharc.api import schedule
 from gharc.api.legacy import constants as lc
-from gharc.api.legacy.views import RunnerConfigView
+from gharc.api.legacy.views import (
+    HorizontalRunnerAutoscalerView,
+    ReplicatedView,
+    RunnerConfigView,
+)
 from gharc.api.resources import (
     HORIZONTAL_RUNNER_AUTOSCALERS,
     RUNNER_DEPLOYMENTS,
@@ -83,10 +87,6 @@ class ClientSource(Protocol):
 
 class Recorder(Protocol):
     def record(self, obj: Mapping[str, Any], type: str, reason: str, message: str) -> Any: ...
-
-
-def _int_or_none(value: Any) -> int | None:
-    return None if value is None else int(value)
 
 
 class HRAReconciler:
@@ -197,7 +197,7 @@ class HRAReconciler:
             repository=str(runner_spec.get("repository") or ""),
             group=str(runner_spec.get("group") or ""),
             labels=tuple(str(x) for x in runner_spec.get("labels") or ()),
-            replicas=_int_or_none(spec.get("replicas")),
+            replicas=ReplicatedView(obj).replicas,
             ephemeral=RunnerConfigView(runner_spec).ephemeral,
             runner_names=runner_names,
             busy_terminating=busy_terminating,
@@ -220,10 +220,11 @@ class HRAReconciler:
         spec = spec_of(hra)
         now = from_timestamp(self.clock())
         name = f"{request.namespace}/{request.name}"
-
-        if spec.get("minReplicas") is None:
+        view = HorizontalRunnerAutoscalerView(hra)
+        spec_min, spec_max = view.min_replicas, view.max_replicas
+        if spec_min is None:
             raise await self._fail(hra, f"horizontalrunnerautoscaler {name} is missing minReplicas")
-        if spec.get("maxReplicas") is None:
+        if spec_max is None:
             raise await self._fail(hra, f"horizontalrunnerautoscaler {name} is missing maxReplicas")
         metrics_spec = list(spec.get("metrics") or [])
         try:
@@ -233,7 +234,6 @@ class HRAReconciler:
             )
         except (MetricError, schedule.ScheduleError) as err:
             raise await self._fail(hra, f"horizontalrunnerautoscaler {name}: {err}") from None
-        spec_min = int(spec["minReplicas"])
         min_replicas = spec_min if spec_min >= 0 else 1
         if min_override is not None:
             min_replicas = min_override
@@ -269,9 +269,9 @@ class HRAReconciler:
         decision = capacity.decide_replicas(
             suggested=suggestion.replicas,
             min_replicas=min_replicas,
-            max_replicas=_int_or_none(spec.get("maxReplicas")),
+            max_replicas=spec_max,
             reservations=reservations,
-            status_desired=_int_or_none(status.get("desiredReplicas")),
+            status_desired=view.desired_replicas,
             last_scale_out=parse_time(status.get("lastSuccessfulScaleOutTime"), strict=True),
             scale_down_delay=delay,
             now=now,
@@ -299,7 +299,7 @@ class HRAReconciler:
         reservations: list[Mapping[str, Any]],
     ) -> None:
         """Patch the target's replicas; ephemeral targets also get ``effectiveTime`` (B5)."""
-        current = target.replicas if target.replicas is not None else 1
+        current = target.replicas
         effective = capacity.latest_effective_time(reservations)
         patch: JSON = {}
         if current != desired:
@@ -328,7 +328,7 @@ class HRAReconciler:
         active: schedule.Override | None,
         upcoming: schedule.Override | None,
     ) -> None:
-        old = _int_or_none(status.get("desiredReplicas"))
+        old = HorizontalRunnerAutoscalerView(hra).desired_replicas
         patch: JSON = {}
         if old is None or old != desired:
             if (old is None and desired > 1) or (old is not None and desired > old):

@@ -53,7 +53,8 @@ class ScaleTarget:
     repository: str = ""
     group: str = ""
     labels: tuple[str, ...] = ()
-    replicas: int | None = None
+    replicas: int = 1
+    """``spec.replicas`` (unset: 1, as :class:`gharc.api.legacy.views.ReplicatedView`)."""
     ephemeral: bool = True
     runner_names: frozenset[str] = field(default_factory=frozenset)
     busy_terminating: frozenset[str] = field(default_factory=frozenset)

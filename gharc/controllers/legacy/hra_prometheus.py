@@ -12,9 +12,9 @@ from typing import Any
 
 from prometheus_client import REGISTRY, CollectorRegistry, Gauge
 
+from gharc.api.legacy.views import HorizontalRunnerAutoscalerView
 from gharc.controllers.legacy.hra_metrics import BusyCounts, ScaleTarget, WorkflowCounts
 from gharc.kube.objects import meta as meta_of
-from gharc.kube.objects import spec_of
 
 HRA_LABELS = ("horizontalrunnerautoscaler", "namespace")
 TARGET_LABELS = (*HRA_LABELS, "enterprise", "organization", "repository", "kind", "name")
@@ -75,12 +75,12 @@ class HRAMetrics:
         }
 
     def set_spec(self, hra: Mapping[str, Any]) -> None:
-        spec = spec_of(hra)
+        view = HorizontalRunnerAutoscalerView(hra)
         labels = self._hra(hra)
-        if spec.get("minReplicas") is not None:
-            self.spec_min.labels(**labels).set(int(spec["minReplicas"]))
-        if spec.get("maxReplicas") is not None:
-            self.spec_max.labels(**labels).set(int(spec["maxReplicas"]))
+        if view.min_replicas is not None:
+            self.spec_min.labels(**labels).set(view.min_replicas)
+        if view.max_replicas is not None:
+            self.spec_max.labels(**labels).set(view.max_replicas)
 
     def set_status(self, hra: Mapping[str, Any], desired: int) -> None:
         self.status_desired.labels(**self._hra(hra)).set(desired)

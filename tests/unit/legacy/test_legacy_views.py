@@ -1,5 +1,5 @@
-"""The legacy views: ARC's defaults (one replica, ephemeral runners with a docker sidecar)
-and bad values read as those defaults."""
+"""The legacy views: ARC's defaults (one replica, ephemeral runners with a docker sidecar,
+no upper bound without maxReplicas) and bad values read as those defaults."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from gharc.api.legacy import constants as c
-from gharc.api.legacy.views import ReplicatedView, RunnerConfigView
+from gharc.api.legacy.views import HorizontalRunnerAutoscalerView, ReplicatedView, RunnerConfigView
 
 
 def test_runner_config_defaults() -> None:
@@ -53,3 +53,17 @@ def test_replicated_defaults_and_bad_values() -> None:
     view = ReplicatedView({"status": {"readyReplicas": 2, "replicas": None, "bad": "x"}})
     assert view.count("readyReplicas") == 2
     assert view.count("replicas") == 0 and view.count("missing") == 0 and view.count("bad") == 0
+
+
+def test_hra_bounds_and_last_decision() -> None:
+    view = HorizontalRunnerAutoscalerView({})
+    assert view.min_replicas is None and view.max_replicas is None
+    assert view.desired_replicas is None
+    hra = {
+        "spec": {"minReplicas": 0, "maxReplicas": "5"},
+        "status": {"desiredReplicas": 3},
+    }
+    view = HorizontalRunnerAutoscalerView(hra)
+    assert (view.min_replicas, view.max_replicas, view.desired_replicas) == (0, 5, 3)
+    bad = HorizontalRunnerAutoscalerView({"spec": {"maxReplicas": "lots"}})
+    assert bad.max_replicas is None  # read as unset, reported as missing by the controller
