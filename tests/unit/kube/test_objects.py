@@ -169,6 +169,15 @@ ONE_HOME = {
         "controllers/scaleset/autoscalingrunnerset.py": "why: reads back the patch it wrote",
         "listener/kube.py": "not yet moved: the listener is changed elsewhere",
     },
+    # a legacy runner's ephemeral and docker defaults: gharc.api.legacy.views.RunnerConfigView
+    r'get\("(ephemeral|dockerEnabled|dockerdWithinRunnerContainer)"\)': {
+        "api/legacy/views.py": "the home",
+    },
+    # an HRA's bounds (maxReplicas unset: no bound) and last decision:
+    # gharc.api.legacy.views.HorizontalRunnerAutoscalerView
+    r'get\("(minReplicas|maxReplicas|desiredReplicas)"\)': {
+        "api/legacy/views.py": "the home",
+    },
 }
 
 
