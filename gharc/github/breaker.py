@@ -170,6 +170,8 @@ class BreakerRegistry(Collector):
         self.budget = budget or BudgetPolicy()
         self.clock = clock
         self._breakers: dict[tuple[str, str], CircuitBreaker] = {}
+        self._hosts: dict[str, str] = {}
+        """Host (with a non-default port) by URL authority, for :meth:`for_url`."""
 
     @classmethod
     def process(cls) -> BreakerRegistry:
@@ -193,8 +195,15 @@ class BreakerRegistry(Collector):
         yield gauge
 
     def for_url(self, url: str, identity: str) -> CircuitBreaker:
-        parts = urlsplit(url)
-        host = f"{parts.hostname or ''}:{parts.port}" if parts.port else parts.hostname or ""
+        # The host by the URL's authority, parsed once: every GitHub call asks, and
+        # urlsplit's hostname/port properties cost more than the breaker's own work.
+        authority = url.split("/", 3)[2] if "://" in url else url
+        host = self._hosts.get(authority)
+        if host is None:
+            parts = urlsplit(url)
+            host = f"{parts.hostname or ''}:{parts.port}" if parts.port else parts.hostname or ""
+            if len(self._hosts) < 1024:
+                self._hosts[authority] = host
         key = (host, identity)
         breaker = self._breakers.get(key)
         if breaker is None:
