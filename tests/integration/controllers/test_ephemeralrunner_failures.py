@@ -203,7 +203,12 @@ async def test_invalid_pod_template_is_reported_without_a_hot_loop(world: World)
         assert r["status"]["phase"] == c.PHASE_FAILED
         assert r["status"]["message"].startswith("Failed to create the pod: ")
         assert "restartPolicy" in r["status"]["message"]
-        assert c.REASON_INVALID_POD in world.recorder.reasons(r["metadata"]["name"])
+        # The event follows the status write: the status can be seen before the event is.
+        await eventually(
+            lambda name=r["metadata"]["name"]: c.REASON_INVALID_POD in world.recorder.reasons(name),
+            timeout=10,
+            message=f"an {c.REASON_INVALID_POD} event for {r['metadata']['name']}",
+        )
     creates = world.kube.request_counts.copy()
     await asyncio.sleep(3)
     # No retry storm: no more pod creates, no replacement runners.
