@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
 from gharc.api.scaleset import constants as c
 from gharc.kube.objects import int_or, int_or_none, meta, spec_of, status_of
@@ -33,7 +33,7 @@ __all__ = [
 
 #: The ``spec.actionableRevision`` of the EphemeralRunnerSet a runner was built from
 #: (behaviours B4). gharc-only: ARC has no such key.
-ANNOTATION_ACTIONABLE_REVISION = "actions.github.com/actionable-revision"
+ANNOTATION_ACTIONABLE_REVISION: Final = "actions.github.com/actionable-revision"
 
 _EMPTY: Mapping[str, Any] = {}
 
