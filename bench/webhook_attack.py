@@ -35,8 +35,9 @@ import aiohttp
 
 from gharc.api import crds
 from gharc.api.legacy import constants as lc
+from gharc.api.resources import HORIZONTAL_RUNNER_AUTOSCALERS, RUNNER_DEPLOYMENTS
 from gharc.kube.client import KubeClient
-from gharc.kube.resources import HORIZONTAL_RUNNER_AUTOSCALERS, NAMESPACES, RUNNER_DEPLOYMENTS
+from gharc.kube.resources import NAMESPACES
 from gharc.testing.controlplane import install_crds_sync, running_control_plane
 from gharc.webhook.signature import sign
 
