@@ -334,8 +334,14 @@ async def _roundtrip(
             raise _Stale from None
         raise httpx.ReadError(f"reading the response failed: {err}") from None
     status, reason, raw_headers, length, chunked, close = _parse_head(head)
+    while 100 <= status < 200:  # informational (100 Continue, 103 Early Hints): the answer follows
+        try:
+            head = await reader.readuntil(b"\r\n\r\n")
+        except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, OSError):
+            raise httpx.RemoteProtocolError("no final answer after an informational one") from None
+        status, reason, raw_headers, length, chunked, close = _parse_head(head)
     try:
-        if method == "HEAD" or status in _NO_BODY or 100 <= status < 200:
+        if method == "HEAD" or status in _NO_BODY:
             content = b""
         elif chunked:
             content = await _read_chunked(reader)

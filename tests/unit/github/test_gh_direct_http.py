@@ -133,7 +133,10 @@ async def test_reads_chunked_and_to_eof_bodies(serve: Any) -> None:
         b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
         b'4;ext=1\r\n{"a"\r\n5\r\n: 1}\n\r\n0\r\nX-Trailer: y\r\n\r\n'
     )
-    to_eof: Answer = lambda _r: b"HTTP/1.1 202 Accepted\r\nConnection: close\r\n\r\nlate"  # noqa: E731
+    to_eof: Answer = lambda _r: (  # noqa: E731 - an informational answer first
+        b"HTTP/1.1 103 Early Hints\r\nLink: </x>\r\n\r\n"
+        b"HTTP/1.1 202 Accepted\r\nConnection: close\r\n\r\nlate"
+    )
     server = await serve([chunked, to_eof, ok()])
     http = client()
     assert (await http.request("GET", f"{server.url}/c", endpoint="/c")).json() == {"a": 1}
