@@ -154,7 +154,12 @@ async def test_b3_runners_created_equal_jobs_over_many_cycles(world: World) -> N
         busy = {previous[1]} if previous else set()
 
         async def idle_runner(busy: set[str] = busy) -> dict | None:
-            pods = {p["metadata"]["name"] for p in await world.pods()}
+            # Not a finished runner whose cleanup is still under way: its pod has exited.
+            pods = {
+                p["metadata"]["name"]
+                for p in await world.pods()
+                if (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
+            }
             for r in await world.runners():
                 st = r.get("status") or {}
                 name = r["metadata"]["name"]
