@@ -95,6 +95,28 @@ def _selector(value: str | Mapping[str, str] | None) -> str | None:
     return ",".join(f"{k}={v}" for k, v in sorted(value.items())) or None
 
 
+_CHILDREN: dict[tuple[str, str, str, str, str, str], tuple[Any, Any, Any, Any, Any]] = {}
+"""The labelled metric children of each (verb, resource, code, method, caller, host): every
+request updates five, and ``labels()`` validates and sorts its arguments on each call."""
+
+
+def _children(
+    verb: str, label: str, code: str, method: str, host: str, caller: str
+) -> tuple[Any, Any, Any, Any, Any]:
+    upper = method.upper()
+    return (
+        metrics.API_REQUESTS.labels(verb=verb, resource=label, code=code),
+        metrics.REST_CLIENT_REQUESTS.labels(
+            code="<error>" if code == "error" else code, method=upper, host=host
+        ),
+        metrics.REST_CLIENT_REQUEST_DURATION.labels(verb=upper, host=host),
+        metrics.API_REQUESTS_BY_CALLER.labels(caller=caller, verb=verb, resource=label)
+        if caller
+        else None,
+        metrics.API_REQUEST_DURATION.labels(verb=verb, resource=label),
+    )
+
+
 class KubeClient(Reader):
     """Usage::
 
@@ -214,17 +236,19 @@ class KubeClient(Reader):
     def _count(self, verb: str, label: str, code: str, began: float, method: str) -> None:
         elapsed = time.monotonic() - began
         self.request_counts[(verb, label, code)] += 1
-        metrics.API_REQUESTS.labels(verb=verb, resource=label, code=code).inc()
-        host = self._host
-        metrics.REST_CLIENT_REQUESTS.labels(
-            code="<error>" if code == "error" else code, method=method.upper(), host=host
-        ).inc()
-        metrics.REST_CLIENT_REQUEST_DURATION.labels(verb=method.upper(), host=host).observe(elapsed)
-        if self.caller:
-            metrics.API_REQUESTS_BY_CALLER.labels(
-                caller=self.caller, verb=verb, resource=label
-            ).inc()
-        metrics.API_REQUEST_DURATION.labels(verb=verb, resource=label).observe(elapsed)
+        key = (verb, label, code, method, self.caller, self._host)
+        children = _CHILDREN.get(key)
+        if children is None:
+            children = _children(verb, label, code, method, self._host, self.caller)
+            if len(_CHILDREN) < 4096:
+                _CHILDREN[key] = children
+        requests, rest_requests, rest_duration, by_caller, duration = children
+        requests.inc()
+        rest_requests.inc()
+        rest_duration.observe(elapsed)
+        if by_caller is not None:
+            by_caller.inc()
+        duration.observe(elapsed)
 
     async def _send(
         self,
