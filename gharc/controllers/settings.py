@@ -2,10 +2,10 @@
 
 Flags keep ARC's names and defaults so the charts' and ARC users' arguments work unchanged
 (the chart value that renders a flag is named in its declaration). The parser, the
-environment fallback and the values handed to ScaleSetOptions/LegacyOptions are derived
-from these fields (:mod:`gharc.settings.declare`); the rules across settings (the
-namespace scale set mode needs, credentials in legacy mode) are in
-:func:`gharc.controllers.main.parse_args`.
+environment fallback, the values handed to ScaleSetOptions/LegacyOptions and those options'
+own defaults (which read ``ControllerSettings.<name>``) are derived from these fields
+(:mod:`gharc.settings.declare`); the rules across settings (the namespace scale set mode
+needs, credentials in legacy mode) are in :func:`gharc.controllers.main.parse_args`.
 """
 
 from __future__ import annotations
@@ -26,6 +26,9 @@ __all__ = [
     "ENV_LISTENER_ENTRYPOINT",
     "IGNORED_ARC_FLAGS",
     "LEGACY",
+    "LISTENER_MODES",
+    "LISTENER_MODE_IN_PROCESS",
+    "LISTENER_MODE_POD",
     "ControllerSettings",
 ]
 
@@ -36,6 +39,10 @@ ENV_BUILD_VERSION = "GHARC_BUILD_VERSION"
 LEGACY = "legacy mode (without --auto-scaling-runner-set-only)"
 #: Flags of ARC's charts that gharc accepts, so those arguments do not fail, and ignores.
 IGNORED_ARC_FLAGS = ("--workqueue-rate-limiter", "--pprof-addr", "--port", "--update-strategy")
+#: ``--listener-mode`` values.
+LISTENER_MODE_IN_PROCESS = "InProcess"
+LISTENER_MODE_POD = "Pod"
+LISTENER_MODES = (LISTENER_MODE_IN_PROCESS, LISTENER_MODE_POD)
 
 
 def _stripped(text: str) -> str:
@@ -239,9 +246,9 @@ class ControllerSettings(GitHubSettings):
         help="Listener metrics path.",
     )
     listener_mode: str = setting(
-        "InProcess",
+        LISTENER_MODE_IN_PROCESS,
         flag="--listener-mode",
-        choices=("InProcess", "Pod"),
+        choices=LISTENER_MODES,
         chart="flags.listenerMode",
         help="InProcess: every scale set's listener runs as a task of the elected "
         "controller, and a standby replica takes over their sessions; Pod: one listener pod "

@@ -271,18 +271,13 @@ def read(
 
 def options_fields(settings: Any, options_cls: type) -> dict[str, Any]:
     """The values of ``settings`` that fields of ``options_cls`` take, keyed by those
-    fields' names: a setting feeds the field of its own name or of its ``option``. A tuple
-    becomes a list where the options field holds a list."""
-    targets = {f.name: f for f in dataclasses.fields(options_cls)}
+    fields' names: a setting feeds the field of its own name or of its ``option``."""
+    targets = {f.name for f in dataclasses.fields(options_cls)}
     out: dict[str, Any] = {}
     for d in declared(type(settings)):
-        target = targets.get(d.spec.option or d.name)
-        if target is None:
-            continue
-        value = getattr(settings, d.name)
-        if isinstance(value, tuple) and target.default_factory is list:
-            value = list(value)
-        out[target.name] = value
+        target = d.spec.option or d.name
+        if target in targets:
+            out[target] = getattr(settings, d.name)
     return out
 
 

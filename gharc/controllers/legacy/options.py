@@ -1,13 +1,19 @@
 """Settings of the legacy controllers: ARC's controller-manager flags (legacy.md section 7)
-plus the timings of section 9, which tests shorten instead of waiting out ten minutes."""
+plus the timings of section 9, which tests shorten instead of waiting out ten minutes.
+
+Why the flag-fed fields default to ``ControllerSettings.<name>``: each flag's default is
+written once, in its declaration (:mod:`gharc.controllers.settings`), and ``LegacyOptions()``
+built directly (as tests do) behaves as the process started without flags.
+"""
 
 from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from gharc.api.legacy import constants as c
+from gharc.controllers.settings import ControllerSettings
 from gharc.github.auth import Credentials
 
 
@@ -25,13 +31,13 @@ class LegacyOptions:
     """``GITHUB_URL`` of runner pods; default ``github_url`` with a trailing slash."""
     credentials: Credentials | None = None
     """The controller-wide credentials (``--github-token`` / App flags)."""
-    runner_image: str = "summerwind/actions-runner:latest"
-    runner_image_pull_secrets: list[str] = field(default_factory=list)
-    docker_image: str = "docker:dind"
-    docker_gid: str = "1001"
-    docker_registry_mirror: str = ""
-    runner_status_update_hook: bool = False
-    common_runner_labels: list[str] = field(default_factory=list)
+    runner_image: str = ControllerSettings.runner_image
+    runner_image_pull_secrets: tuple[str, ...] = ControllerSettings.runner_image_pull_secrets
+    docker_image: str = ControllerSettings.docker_image
+    docker_gid: str = ControllerSettings.docker_gid
+    docker_registry_mirror: str = ControllerSettings.docker_registry_mirror
+    runner_status_update_hook: bool = ControllerSettings.runner_status_update_hook
+    common_runner_labels: tuple[str, ...] = ControllerSettings.common_runner_labels
     version: str = "gharc"
     """Reported in ``GITHUB_ACTIONS_RUNNER_EXTRA_USER_AGENT``."""
 

@@ -9,6 +9,7 @@ a busy runner.
 from __future__ import annotations
 
 import copy
+from collections.abc import Sequence
 from typing import Any
 
 from gharc.api.legacy import constants as c
@@ -41,7 +42,7 @@ def controller_name(obj: JSON, kind: str) -> str | None:
     return None
 
 
-def desired_replica_set(rd: JSON, common_labels: list[str]) -> JSON:
+def desired_replica_set(rd: JSON, common_labels: Sequence[str]) -> JSON:
     """ARC ``newRunnerReplicaSet``: template + common labels, hashed and labelled."""
     name = rd["metadata"]["name"]
     spec = spec_of(rd)

@@ -122,11 +122,11 @@ def test_arc_legacy_flags_reach_the_legacy_options() -> None:
     assert opts.github_url == "http://127.0.0.1:8080"
     assert opts.runner_base_url == "https://runners.example.com/"
     assert opts.runner_image == "me/runner:1"
-    assert opts.runner_image_pull_secrets == ["a", "b"]
+    assert opts.runner_image_pull_secrets == ("a", "b")
     assert (opts.docker_image, opts.docker_gid) == ("docker:25-dind", "121")
     assert opts.docker_registry_mirror == "https://mirror.example.com"
     assert opts.runner_status_update_hook is True
-    assert opts.common_runner_labels == ["linux", "x64", "gpu"]
+    assert opts.common_runner_labels == ("linux", "x64", "gpu")
     assert args.watch_namespace == "runners"
 
 

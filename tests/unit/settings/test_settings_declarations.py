@@ -166,7 +166,9 @@ def test_options_defaults_agree_with_the_settings_feeding_them(
     module: str, cls_name: str, derived: set[str]
 ) -> None:
     """An options dataclass constructed directly (as tests do) behaves as the process
-    started without flags: where a setting feeds a field, their defaults are the same."""
+    started without flags: where a setting feeds a field, their defaults are the same (the
+    options fields read the declaration's default; this fails if one gets a literal of its
+    own that differs)."""
     import importlib
 
     options_cls = getattr(importlib.import_module(module), cls_name)
