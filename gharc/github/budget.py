@@ -109,7 +109,9 @@ class BudgetPolicy:
         return self.points / self.per
 
 
-def _header(headers: Mapping[str, str], name: str) -> float | None:
+def header_number(headers: Mapping[str, str], name: str) -> float | None:
+    """A numeric response header (``retry-after``, ``x-ratelimit-*``), or None when it is
+    missing or not a number: the budget and the retry rules read the same headers, one way."""
     value = headers.get(name)
     if value is None:
         return None
@@ -180,9 +182,9 @@ class RateBudget:
     def observe(self, headers: Mapping[str, str], limited_until: float | None) -> None:
         """Learn from an answer: its ``X-RateLimit-*`` headers and, for a rate-limit
         answer, the time it lifts (``limited_until``, epoch seconds)."""
-        remaining = _header(headers, "x-ratelimit-remaining")
-        limit = _header(headers, "x-ratelimit-limit")
-        reset = _header(headers, "x-ratelimit-reset")
+        remaining = header_number(headers, "x-ratelimit-remaining")
+        limit = header_number(headers, "x-ratelimit-limit")
+        reset = header_number(headers, "x-ratelimit-reset")
         if remaining is not None and limit is not None and reset is not None:
             self.remaining, self.limit, self.reset_at = int(remaining), int(limit), reset
         exhausted = remaining == 0 and headers.get("retry-after") is None

@@ -33,6 +33,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 import httpx
 
 from gharc.github.breaker import BreakerRegistry
+from gharc.github.budget import header_number
 from gharc.github.direct import DirectHTTP
 from gharc.github.errors import (
     CircuitOpen,
@@ -90,16 +91,6 @@ def redact_url(url: str | httpx.URL) -> str:
     return urlunsplit((parts.scheme, netloc, parts.path, urlencode(query), ""))
 
 
-def _header_float(response: httpx.Response, name: str) -> float | None:
-    value = response.headers.get(name)
-    if value is None:
-        return None
-    try:
-        return float(value)
-    except ValueError:
-        return None
-
-
 def _body(response: httpx.Response) -> dict[str, Any]:
     try:
         data = json.loads(response.content or b"{}")
@@ -120,10 +111,10 @@ def is_rate_limited(response: httpx.Response) -> bool:
 
 def rate_limit_wait(response: httpx.Response, now: float) -> float:
     """Seconds to wait before the limit lifts (Retry-After wins over X-RateLimit-Reset)."""
-    retry_after = _header_float(response, "retry-after")
+    retry_after = header_number(response.headers, "retry-after")
     if retry_after is not None:
         return max(0.0, retry_after)
-    reset = _header_float(response, "x-ratelimit-reset")
+    reset = header_number(response.headers, "x-ratelimit-reset")
     if reset is not None:
         return max(0.0, reset - now + 1.0)
     return 60.0
@@ -160,8 +151,8 @@ def error_from_response(response: httpx.Response, now: float | None = None) -> G
         now = time.time() if now is None else now
         return RateLimited(
             message,
-            reset_at=_header_float(response, "x-ratelimit-reset"),
-            retry_after=_header_float(response, "retry-after"),
+            reset_at=header_number(response.headers, "x-ratelimit-reset"),
+            retry_after=header_number(response.headers, "retry-after"),
             until=now + rate_limit_wait(response, now),
             **common,
         )
