@@ -80,19 +80,9 @@ class _HttpxResponse:
         await self._resp.aclose()
 
 
-class _ReadResponse:
-    """An answer :class:`~gharc.github.direct.DirectHTTP` has read whole."""
-
-    def __init__(self, resp: httpx.Response) -> None:
-        self._resp = resp
-
-    @property
-    def status(self) -> int:
-        return self._resp.status_code
-
-    @property
-    def headers(self) -> Mapping[str, str]:
-        return self._resp.headers
+class _ReadResponse(_HttpxResponse):
+    """An answer :class:`~gharc.github.direct.DirectHTTP` has read whole: its status and
+    headers are read as a streamed one's, its body from memory with nothing to close."""
 
     async def read(self) -> bytes:
         return self._resp.content
@@ -158,7 +148,7 @@ class HttpxTransport:
         body: Any,
         timeout: float | None,
         read_timeout: float | None = None,
-    ) -> _HttpxResponse | _ReadResponse:
+    ) -> _HttpxResponse:
         all_headers = dict(headers)
         token = self._cfg.bearer_token()
         if token:
