@@ -474,16 +474,22 @@ class FakeGitHubState:
         self.registration_tokens[token] = (tenant.id, exp)
         return token, exp
 
-    def redeem_registration_token(self, token: str, config_url: str) -> tuple[str, str]:
-        """runner-registration: (service URL, admin JWT) for a valid registration token."""
-        import jwt
-
+    def _registration_tenant(self, token: str, config_url: str) -> Tenant:
+        """The tenant of ``config_url`` if ``token`` is a live registration token issued for
+        it (401 / 403 as GitHub otherwise): redeeming a token and ``config.sh`` check alike."""
         entry = self.registration_tokens.get(token)
         if entry is None or entry[1] <= self.now():
             raise StateError(401, "Bad credentials")
         tenant = self.tenant_from_config_url(config_url)
         if tenant.id != entry[0]:
             raise StateError(403, "The registration token is not valid for this URL")
+        return tenant
+
+    def redeem_registration_token(self, token: str, config_url: str) -> tuple[str, str]:
+        """runner-registration: (service URL, admin JWT) for a valid registration token."""
+        import jwt
+
+        tenant = self._registration_tenant(token, config_url)
         exp = self.now() + self.admin_token_ttl
         admin = jwt.encode(
             {
@@ -1057,12 +1063,7 @@ class FakeGitHubState:
         runner is online at once and takes queued jobs whose labels it carries
         (:meth:`take_job`); ephemeral ones de-register after their job.
         """
-        entry = self.registration_tokens.get(token)
-        if entry is None or entry[1] <= self.now():
-            raise StateError(401, "Bad credentials")
-        tenant = self.tenant_from_config_url(config_url)
-        if tenant.id != entry[0]:
-            raise StateError(403, "The registration token is not valid for this URL")
+        tenant = self._registration_tenant(token, config_url)
         if not name:
             raise StateError(400, "The runner name is required.", "ArgumentException")
         for old in list(self.runners.values()):
