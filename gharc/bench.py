@@ -164,6 +164,26 @@ async def _watch(api: Any, timeline: Timeline, kind: str, stop: asyncio.Event) -
             await asyncio.sleep(0.5)
 
 
+def steady_arrivals(
+    jobs: int, rate: float, job_seconds: tuple[float, float], seed: int
+) -> list[Any]:
+    """The first ``jobs`` arrivals of a steady stream of ``rate`` jobs a second, none failing:
+    the fixed workload both benchmarks play, so their numbers stay comparable."""
+    workload = Workload(
+        bursts=[],
+        trickle_per_minute=rate * 60,
+        # long enough for ``jobs`` arrivals with room to spare; cut to ``jobs`` below
+        trickle_seconds=jobs / rate * 1.5 + 30,
+        job_seconds=job_seconds,
+        failure_rate=0.0,
+        seed=seed,
+    )
+    out = workload.arrivals()[:jobs]
+    if len(out) < jobs:  # pragma: no cover - 1.5x the expected span is plenty
+        raise ValueError(f"the workload gave {len(out)} jobs, not {jobs}")
+    return out
+
+
 # -- the run ------------------------------------------------------------------------------
 class Bench:
     def __init__(self, opts: BenchOptions) -> None:
@@ -185,16 +205,7 @@ class Bench:
 
         opts = self.opts
         names = [f"bench-{i:02d}" for i in range(opts.scale_sets)]
-        workload = Workload(
-            bursts=[],
-            trickle_per_minute=opts.rate * 60,
-            # long enough for ``jobs`` arrivals with room to spare; cut to ``jobs`` below
-            trickle_seconds=opts.jobs / opts.rate * 1.5 + 30,
-            job_seconds=opts.job_seconds,
-            failure_rate=0.0,
-            seed=opts.seed,
-        )
-        arrivals = self._arrivals(workload, opts.jobs)
+        arrivals = steady_arrivals(opts.jobs, opts.rate, opts.job_seconds, opts.seed)
         self._say(
             f"gharc bench: {opts.jobs} jobs over {opts.scale_sets} scale sets "
             f"(maxRunners {opts.max_runners}), {opts.rate}/s, jobs "
@@ -337,13 +348,6 @@ class Bench:
                 peaks.append(proc_peak_rss_mib(p))
         self.extra["listener_peak_rss_mib_sum"] = round(sum(peaks), 1)
         self.extra["listener_peak_rss_mib_max"] = round(max(peaks, default=0.0), 1)
-
-    @staticmethod
-    def _arrivals(workload: Workload, n: int) -> list[Any]:
-        out = workload.arrivals()[:n]
-        if len(out) < n:  # pragma: no cover - 1.5x the expected span is plenty
-            raise ValueError(f"the workload gave {len(out)} jobs, not {n}")
-        return out
 
     async def _play(self, world: Any, names: list[str], arrivals: list[Any]) -> None:
         gh = world.github

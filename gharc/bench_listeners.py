@@ -32,9 +32,14 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gharc.bench import Bench, BenchOptions, proc_cpu_seconds, proc_peak_rss_mib
+from gharc.bench import (
+    Bench,
+    BenchOptions,
+    proc_cpu_seconds,
+    proc_peak_rss_mib,
+    steady_arrivals,
+)
 from gharc.sim.report import job_times, percentile
-from gharc.sim.workload import Workload
 
 log = logging.getLogger("gharc.bench")
 
@@ -235,16 +240,8 @@ class ListenerRun:
     async def _play(self, world: Any, names: list[str]) -> None:
         """The fixed workload, through the whole-system bench's job player."""
         opts = self.opts
-        workload = Workload(
-            bursts=[],
-            trickle_per_minute=opts.rate * 60,
-            trickle_seconds=opts.jobs / opts.rate * 1.5 + 30,
-            job_seconds=opts.job_seconds,
-            failure_rate=0.0,
-            seed=opts.seed,
-        )
         player = Bench(BenchOptions(timeout=opts.run_timeout, progress=opts.progress))
-        arrivals = player._arrivals(workload, opts.jobs)
+        arrivals = steady_arrivals(opts.jobs, opts.rate, opts.job_seconds, opts.seed)
         await player._play(world, names, arrivals)
 
 
