@@ -1093,11 +1093,7 @@ class FakeGitHubState:
                 and self.legacy_labels_match(job.labels, r)
             ):
                 job.status = "assigned"
-                job.runner_id, job.runner_name = r.id, r.name
-                job.runner_assign_time = self.now()
-                r.job = job.request_id
-                self.changed.fire()
-                return job
+                return self._hand_to(job, r)
         return None
 
     def runner(self, tenant: Tenant | None, runner_id: int) -> Runner:
@@ -1223,12 +1219,17 @@ class FakeGitHubState:
                 and job.scale_set_id == r.scale_set_id
                 and job.runner_id is None
             ):
-                job.runner_id, job.runner_name = r.id, r.name
-                job.runner_assign_time = self.now()
-                r.job = job.request_id
-                self.changed.fire()
-                return job
+                return self._hand_to(job, r)
         return None
+
+    def _hand_to(self, job: Job, r: Runner) -> Job:
+        """``job`` becomes ``r``'s, as a scale set's runner or a labelled runner takes one:
+        the same bookkeeping, and watchers are woken."""
+        job.runner_id, job.runner_name = r.id, r.name
+        job.runner_assign_time = self.now()
+        r.job = job.request_id
+        self.changed.fire()
+        return job
 
     def _runner_job(self, r: Runner, request_id: int) -> Job:
         job = self.job(request_id)
