@@ -18,6 +18,7 @@ from typing import Any
 
 from gharc.api.legacy import constants as lc
 from gharc.api.legacy.duration import parse_go_duration
+from gharc.api.legacy.views import RunnerConfigView
 from gharc.api.resources import HORIZONTAL_RUNNER_AUTOSCALERS, RUNNER_DEPLOYMENTS, RUNNER_SETS
 from gharc.kube.client import Reader
 from gharc.kube.errors import NotFound
@@ -118,14 +119,7 @@ def labels_match(job_labels: Sequence[str], target_labels: Sequence[str]) -> boo
 def target_spec(kind: str, obj: Mapping[str, Any]) -> TargetSpec:
     spec = spec_of(obj)
     runner = spec if kind == lc.KIND_RUNNER_SET else (spec.get("template") or {}).get("spec") or {}
-    return TargetSpec(
-        kind=kind,
-        enterprise=str(runner.get("enterprise") or ""),
-        organization=str(runner.get("organization") or ""),
-        repository=str(runner.get("repository") or ""),
-        group=str(runner.get("group") or ""),
-        labels=tuple(str(x) for x in runner.get("labels") or ()),
-    )
+    return TargetSpec(kind=kind, **RunnerConfigView(runner).scope)
 
 
 def group_key(group: RunnerGroup, owner: str, enterprise: str) -> str:

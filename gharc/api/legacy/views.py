@@ -12,16 +12,27 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypedDict
 
 from gharc.api.legacy import constants as c
 from gharc.kube.objects import int_or, int_or_none, spec_of, status_of
 
-__all__ = ["HorizontalRunnerAutoscalerView", "ReplicatedView", "RunnerConfigView"]
+__all__ = ["HorizontalRunnerAutoscalerView", "ReplicatedView", "RunnerConfigView", "RunnerScope"]
 
 
 def _flag(value: Any, default: bool) -> bool:
     return default if value is None else bool(value)
+
+
+class RunnerScope(TypedDict):
+    """Where a runner registers and what it is called for: the fields the HRA controller
+    and the webhook server both match jobs against (keyword arguments of their targets)."""
+
+    enterprise: str
+    organization: str
+    repository: str
+    group: str
+    labels: tuple[str, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,6 +41,19 @@ class RunnerConfigView:
     of a RunnerDeployment's or RunnerReplicaSet's ``spec.template.spec``."""
 
     config: Mapping[str, Any]
+
+    @property
+    def scope(self) -> RunnerScope:
+        """``enterprise``, ``organization``, ``repository``, ``group`` (unset: ``""``) and
+        ``labels`` (unset: none), as text."""
+        get = self.config.get
+        return RunnerScope(
+            enterprise=str(get("enterprise") or ""),
+            organization=str(get("organization") or ""),
+            repository=str(get("repository") or ""),
+            group=str(get("group") or ""),
+            labels=tuple(str(x) for x in get("labels") or ()),
+        )
 
     @property
     def ephemeral(self) -> bool:

@@ -188,17 +188,14 @@ class HRAReconciler:
         if need_runners:
             runner_names = await self._names(names_of, ns, selector)
             busy_terminating = await self._busy_terminating(ns, label, name)
+        runner = RunnerConfigView(runner_spec)
         target = ScaleTarget(
             kind=resource.kind,
             name=name,
             namespace=ns,
-            enterprise=str(runner_spec.get("enterprise") or ""),
-            organization=str(runner_spec.get("organization") or ""),
-            repository=str(runner_spec.get("repository") or ""),
-            group=str(runner_spec.get("group") or ""),
-            labels=tuple(str(x) for x in runner_spec.get("labels") or ()),
+            **runner.scope,
             replicas=ReplicatedView(obj).replicas,
-            ephemeral=RunnerConfigView(runner_spec).ephemeral,
+            ephemeral=runner.ephemeral,
             runner_names=runner_names,
             busy_terminating=busy_terminating,
         )
