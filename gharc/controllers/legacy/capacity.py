@@ -15,8 +15,6 @@ from typing import Any
 
 from gharc.kube.objects import parse_time
 
-DEFAULT_SCALE_DOWN_DELAY = dt.timedelta(minutes=10)
-
 
 def _times(reservations: Sequence[Mapping[str, Any]], key: str) -> list[dt.datetime]:
     """Every reservation's ``key`` time that is set; a malformed one raises ``ValueError``."""

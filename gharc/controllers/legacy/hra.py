@@ -4,7 +4,10 @@
 One reconcile: read the HRA and its target, compute minReplicas (scheduled overrides),
 ask the metrics for a suggestion, add capacity reservations, clamp, hold scale-downs
 inside the delay window, then write the target's ``spec.replicas`` (and ``effectiveTime``
-for ephemeral targets, B5) and the HRA's status.
+for ephemeral targets, B5) and the HRA's status. ``default_scale_down_delay`` and
+``sync_period`` default to the declarations of ``--default-scale-down-delay`` and
+``--sync-period`` (:class:`~gharc.controllers.settings.ControllerSettings`), so a reconciler
+built directly, as tests do, behaves as the process started without flags.
 
 Differences from ARC, each for a reason:
 
@@ -52,6 +55,7 @@ from gharc.controllers.legacy.hra_metrics import (
 )
 from gharc.controllers.legacy.hra_prometheus import HRAMetrics
 from gharc.controllers.legacy.timeutil import from_timestamp
+from gharc.controllers.settings import ControllerSettings
 from gharc.kube.builder import Builder
 from gharc.kube.client import KubeClient, Reader
 from gharc.kube.controller import Controller
@@ -69,7 +73,6 @@ log = logging.getLogger(__name__)
 JSON = dict[str, Any]
 REASON_FAILURE = "RunnerAutoscalingFailure"
 REASON_SCALED = "RunnerAutoscaled"
-DEFAULT_SYNC_PERIOD = 60.0
 _MIN_REQUEUE = 0.2
 
 __all__ = ["HRAReconciler", "InvalidHRA", "setup"]
@@ -100,8 +103,8 @@ class HRAReconciler:
         *,
         recorder: Recorder | None = None,
         metrics: HRAMetrics | None = None,
-        default_scale_down_delay: float = capacity.DEFAULT_SCALE_DOWN_DELAY.total_seconds(),
-        sync_period: float = DEFAULT_SYNC_PERIOD,
+        default_scale_down_delay: float = ControllerSettings.default_scale_down_delay,
+        sync_period: float = ControllerSettings.sync_period,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.client = client
@@ -372,8 +375,8 @@ def setup(
     *,
     recorder: Recorder | None = None,
     metrics: HRAMetrics | None = None,
-    default_scale_down_delay: float = capacity.DEFAULT_SCALE_DOWN_DELAY.total_seconds(),
-    sync_period: float = DEFAULT_SYNC_PERIOD,
+    default_scale_down_delay: float = ControllerSettings.default_scale_down_delay,
+    sync_period: float = ControllerSettings.sync_period,
     clock: Callable[[], float] = time.time,
 ) -> Controller:
     """Register the HRA controller on ``manager`` (``For(HRA)`` only, as ARC).
