@@ -39,6 +39,7 @@ from gharc.webhook.lookup import (
 )
 from gharc.webhook.poller import POLL_INTERVAL, QueuedJobPoller, SeenRepos
 from gharc.webhook.server import ACK_TIMEOUT, WebhookHandler, WebhookMetrics, make_app
+from gharc.webhook.settings import WebhookSettings
 
 log = logging.getLogger("gharc.webhook")
 
@@ -74,11 +75,11 @@ class WebhookServer:
         client: KubeClient,
         reader: Reader,
         *,
-        address: str = ":8000",
+        address: str = WebhookSettings.webhook_addr,
         secret: str = "",
         namespace: str | None = None,
-        queue_limit: int = 100,
-        batch_window: float = 3.0,
+        queue_limit: int = WebhookSettings.queue_limit,
+        batch_window: float = WebhookSettings.batch_window,
         visible_groups: VisibleGroups | None = None,
         metrics: WebhookMetrics | None = None,
         body_limits: BodyLimits | None = None,

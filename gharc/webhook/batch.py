@@ -37,10 +37,11 @@ from gharc.api.resources import HORIZONTAL_RUNNER_AUTOSCALERS
 from gharc.kube.client import KubeClient
 from gharc.kube.errors import Conflict, NotFound
 from gharc.kube.objects import format_time, parse_time, spec_of
+from gharc.webhook.settings import WebhookSettings
 
 log = logging.getLogger(__name__)
 
-BATCH_WINDOW = 3.0
+BATCH_WINDOW = WebhookSettings.batch_window
 BACKOFF = (1.0, 2.0, 4.0, 8.0, 16.0)
 CONFLICT_RETRIES = 5
 FINISHED_MEMORY = 10_000
@@ -198,7 +199,7 @@ class BatchScaler:
         self,
         client: KubeClient,
         *,
-        queue_limit: int = 100,
+        queue_limit: int = WebhookSettings.queue_limit,
         window: float = BATCH_WINDOW,
         backoff: Sequence[float] = BACKOFF,
         clock: Callable[[], float] = time.time,

@@ -30,11 +30,13 @@ from typing import IO
 
 from aiohttp import web
 
-MAX_BODY = 25 * 1024 * 1024  # GitHub caps payloads at 25 MB
+from gharc.webhook.settings import WebhookSettings
+
+MAX_BODY = WebhookSettings.max_body_bytes
 SPOOL = 256 * 1024
 MEMORY = 8 * 1024 * 1024
-READ_TIMEOUT = 10.0  # GitHub itself gives up on a delivery after 10 s
-SLOTS = 4
+READ_TIMEOUT = WebhookSettings.read_timeout
+SLOTS = WebhookSettings.max_concurrent_reads
 CHUNK = 64 * 1024
 
 

@@ -25,6 +25,7 @@ from typing import Any
 from prometheus_client import REGISTRY, CollectorRegistry, Counter, Histogram
 
 from gharc.kube.objects import parse_time
+from gharc.webhook.settings import WebhookSettings
 
 #: ARC's label names, in ARC's order.
 COMMON_LABELS = (
@@ -60,7 +61,7 @@ CONCLUSIONS = (
 
 OTHER = "other"
 MAX_VALUE_LENGTH = 128
-MAX_SERIES = 1000
+MAX_SERIES = WebhookSettings.workflow_job_metrics_max_series
 #: failed_step is a step index; indexes above this are "other" (a job has at most 1000 steps).
 MAX_STEP_INDEX = 1000
 

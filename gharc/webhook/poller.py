@@ -29,10 +29,11 @@ from gharc.kube.objects import spec_of
 from gharc.webhook.batch import ADDED, BatchScaler, QueueFull, ScaleOp, job_key
 from gharc.webhook.lookup import TargetLookup
 from gharc.webhook.payload import JobEvent
+from gharc.webhook.settings import WebhookSettings
 
 log = logging.getLogger(__name__)
 
-POLL_INTERVAL = 60.0
+POLL_INTERVAL = WebhookSettings.queued_job_poll_interval
 MAX_SEEN = 1000
 MAX_REPOSITORIES = 200
 

@@ -46,13 +46,14 @@ from gharc.webhook.dedup import Answer, DeliveryWindow
 from gharc.webhook.jobmetrics import WorkflowJobMetrics
 from gharc.webhook.lookup import TargetLookup, TargetLookupError
 from gharc.webhook.payload import JobEvent, PayloadError, action_of, decode, workflow_job
+from gharc.webhook.settings import WebhookSettings
 from gharc.webhook.signature import SignatureError, Verifier
 
 log = logging.getLogger("gharc.webhook")
 
 RUNNING = "webhook server is running\n"
 NO_TARGET = "no horizontalrunnerautoscaler to scale for this github event"
-ACK_TIMEOUT = 8.0  # GitHub waits 10 s for an answer
+ACK_TIMEOUT = WebhookSettings.ack_timeout
 
 #: Metric label values: anything else is counted as "other", so senders cannot mint series.
 EVENTS = ("workflow_job", "ping")

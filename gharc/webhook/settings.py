@@ -5,7 +5,9 @@ arguments work unchanged; ``--addr``, ``--webhook-secret`` and ``--port`` are gh
 aliases. The parser and the environment fallback are derived from these fields
 (:mod:`gharc.settings.declare`); the rules across settings (a secret or an explicit
 ``--insecure-allow-unsigned-deliveries``, ``--metrics-only`` needing an address) are in
-:func:`gharc.webhook.main.parse_args`.
+:func:`gharc.webhook.main.parse_args`. The server's modules take their defaults from here
+(``BATCH_WINDOW = WebhookSettings.batch_window``...), so a default is written once and a
+server built directly, as tests do, behaves as the process started without flags.
 """
 
 from __future__ import annotations
@@ -68,13 +70,13 @@ class WebhookSettings(GitHubSettings):
         help="Start without a webhook secret and accept unsigned deliveries (never in production).",
     )
     read_timeout: float = setting(
-        10.0,
+        10.0,  # GitHub itself gives up on a delivery after 10 s
         flag="--read-timeout",
         parse=number(float, positive=True),
         help="Seconds a connection has to send its request head, and then its body.",
     )
     max_body_bytes: int = setting(
-        25 * 1024 * 1024,
+        25 * 1024 * 1024,  # GitHub caps payloads at 25 MB
         flag="--max-body-bytes",
         parse=number(int, positive=True),
         help="Largest body accepted (25 MiB).",
@@ -86,7 +88,7 @@ class WebhookSettings(GitHubSettings):
         help="Request bodies read at once.",
     )
     ack_timeout: float = setting(
-        8.0,
+        8.0,  # GitHub waits 10 s for an answer
         flag="--ack-timeout",
         parse=number(float, positive=True),
         help="Seconds to wait for a reservation to be stored before answering 503.",
