@@ -191,6 +191,9 @@ class ControllerSettings(GitHubSettings):
         help="Workers of the EphemeralRunner controller (ARC: 2; reconciles are async I/O).",
     )
     runner_registration_sync_interval: float = setting(
+        # One list call per scale set a minute (60 an hour, on the Actions service, whose
+        # budget the listener's long polls share at about the same rate), so a zombie is
+        # replaced within about two minutes (issue 19 §6).
         60.0,
         flag="--runner-registration-sync-interval",
         option="registration_sync_interval",
@@ -200,7 +203,7 @@ class ControllerSettings(GitHubSettings):
         "registrations; one list call per scale set). 0 turns it off.",
     )
     runner_registration_grace: float = setting(
-        120.0,
+        120.0,  # long enough for any cache lag or registration race
         flag="--runner-registration-grace",
         option="registration_sync_grace",
         chart="flags.runnerRegistrationGrace",
@@ -208,6 +211,8 @@ class ControllerSettings(GitHubSettings):
         "registration reconcile repairs it, so a registration in flight is never mistaken.",
     )
     runner_hang_timeout: float = setting(
+        # A runner exits within seconds of its job; five minutes leaves any post-job
+        # cleanup its time and still frees the slot in minutes.
         300.0,
         flag="--runner-hang-timeout",
         chart="flags.runnerHangTimeout",
@@ -225,6 +230,9 @@ class ControllerSettings(GitHubSettings):
         "node; after it a stuck runner may be scaled down.",
     )
     node_loss_timeout: float = setting(
+        # Kubernetes already waits 40 s without heartbeats before it marks a node Unknown;
+        # a further minute rides out a kubelet restart or a short network partition, and
+        # replaces the runners of a dead node within two minutes.
         60.0,
         flag="--node-loss-timeout",
         parse=number(float, minimum=0),

@@ -30,6 +30,7 @@ from gharc.api.scaleset import constants as c
 from gharc.api.scaleset.views import EphemeralRunnerView
 from gharc.controllers.scaleset import runnerresources as rr
 from gharc.controllers.scaleset.events import WARNING, EventRecorder, emit
+from gharc.controllers.settings import ControllerSettings
 from gharc.kube import errors as kerr
 from gharc.kube.client import KubeClient
 from gharc.kube.resources import PODS
@@ -38,9 +39,8 @@ log = logging.getLogger(__name__)
 
 JSON = dict[str, Any]
 
-#: ``--runner-hang-timeout`` default: a runner exits within seconds of its job; five
-#: minutes leaves any post-job cleanup its time and still frees the slot in minutes.
-DEFAULT_HANG_TIMEOUT = 300.0
+#: The ``--runner-hang-timeout`` default (why this value: its declaration).
+DEFAULT_HANG_TIMEOUT = ControllerSettings.runner_hang_timeout
 
 HUNG_RUNNERS = Counter(
     "gharc_hung_runners",

@@ -43,10 +43,6 @@ log = logging.getLogger(__name__)
 JSON = dict[str, Any]
 Clock = Callable[[], float]
 
-#: Default of ``--node-loss-timeout``: Kubernetes already waits 40 s without heartbeats
-#: before it marks a node Unknown; a further minute rides out a kubelet restart or a short
-#: network partition, and replaces the runners of a dead node within two minutes.
-DEFAULT_NODE_LOSS_TIMEOUT = 60.0
 REASON_NODE_LOST = "NodeLost"
 _TERMINAL = ("Succeeded", "Failed")
 

@@ -40,6 +40,7 @@ from gharc.controllers.scaleset.credentials import ClientResolver, Configuration
 from gharc.controllers.scaleset.ephemeralrunner import now as wall_now
 from gharc.controllers.scaleset.events import WARNING, EventRecorder, emit
 from gharc.controllers.scaleset.hangs import DEFAULT_HANG_TIMEOUT, HangReaper
+from gharc.controllers.settings import ControllerSettings
 from gharc.github import errors as gh
 from gharc.github.actions import ActionsClient
 from gharc.kube.cache import Cache
@@ -50,12 +51,10 @@ log = logging.getLogger(__name__)
 
 JSON = dict[str, Any]
 
-#: Production defaults: one list call per scale set a minute (60 an hour, on the Actions
-#: service, whose budget the listener's long polls share at about the same rate), so a
-#: zombie is replaced within about two minutes (issue 19 §6); the grace is long enough for
-#: any cache lag or registration race.
-DEFAULT_INTERVAL = 60.0
-DEFAULT_GRACE = 120.0
+#: The defaults of ``--runner-registration-sync-interval`` and ``--runner-registration-grace``
+#: (why these values: their declarations).
+DEFAULT_INTERVAL = ControllerSettings.runner_registration_sync_interval
+DEFAULT_GRACE = ControllerSettings.runner_registration_grace
 
 
 @dataclass(frozen=True, slots=True)
