@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from gharc.api.legacy import constants as c
 from gharc.controllers.settings import ControllerSettings
 from gharc.github.auth import Credentials
+from gharc.github.config import server_url
 
 
 def utcnow() -> dt.datetime:
@@ -25,8 +26,9 @@ def utcnow() -> dt.datetime:
 class LegacyOptions:
     """Flags of ARC's ``main.go`` that the legacy controllers read."""
 
-    github_url: str = "https://github.com"
-    """Base of the config URLs the GitHub clients are keyed by (``--github-url`` host)."""
+    github_url: str = server_url()
+    """Base of the config URLs the GitHub clients are keyed by (``--github-url`` host); by
+    default the web host of the default API URL, converted where every reader converts it."""
     runner_github_url: str | None = None
     """``GITHUB_URL`` of runner pods; default ``github_url`` with a trailing slash."""
     credentials: Credentials | None = None
