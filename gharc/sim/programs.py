@@ -84,12 +84,8 @@ class RunnerProgram:
             if session is None:
                 return 1
             auth = {"Authorization": f"Bearer {session['token']}"}
-            job = await self._next_job(http, server, auth, ctx)
-            if job is None:
-                with contextlib.suppress(aiohttp.ClientError):
-                    await http.post(f"{server}/_runner/disconnect", headers=auth)
+            if not await self._take_job(http, server, auth, ctx):
                 return 0
-            await self._run_job(http, server, auth, job, ctx)
             if self.hang_after_jobs > 0:
                 self.hang_after_jobs -= 1
                 self.hung += 1
@@ -154,6 +150,24 @@ class RunnerProgram:
                 continue
         log.warning("runner %s: session conflict did not clear", ctx.name)
         return None
+
+    async def _take_job(
+        self,
+        http: aiohttp.ClientSession,
+        server: str,
+        auth: dict[str, str],
+        ctx: ContainerContext,
+    ) -> bool:
+        """Wait for a job and run it; False when none comes (stopped, or the registration
+        is gone), after disconnecting as a runner does when it exits. Both programs take
+        their jobs this way: JIT runners one, registration-token runners until they stop."""
+        job = await self._next_job(http, server, auth, ctx)
+        if job is None:
+            with contextlib.suppress(aiohttp.ClientError):
+                await http.post(f"{server}/_runner/disconnect", headers=auth)
+            return False
+        await self._run_job(http, server, auth, job, ctx)
+        return True
 
     async def _next_job(
         self,
@@ -229,15 +243,10 @@ class LegacyRunnerProgram(RunnerProgram):
                     return 1
                 session = await resp.json()
             auth = {"Authorization": f"Bearer {session['token']}"}
-            while True:
-                job = await self._next_job(http, base, auth, ctx)
-                if job is None:
-                    with contextlib.suppress(aiohttp.ClientError):
-                        await http.post(f"{base}/_runner/disconnect", headers=auth)
-                    return 0
-                await self._run_job(http, base, auth, job, ctx)
+            while await self._take_job(http, base, auth, ctx):
                 if ephemeral or ctx.stop.is_set():
                     return 0
+            return 0
 
 
 class ListenerProcessProgram:
