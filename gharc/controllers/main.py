@@ -221,7 +221,6 @@ async def run_controller(
             kube,
             registry=registry,
             handle_signals=handle_signals,
-            election_namespace=args.leader_election_namespace or args.controller_namespace,
             namespaces=scopes,
             label_selectors=cache_selectors(),
             transforms=cache_transforms(),
@@ -296,10 +295,13 @@ def _manager(
     *,
     registry: Any,
     handle_signals: bool,
-    election_namespace: str,
     **cache: Any,
 ) -> Any:
-    """The Manager for ``args``: metrics and health addresses, optional leader election."""
+    """The Manager for ``args``: metrics and health addresses, optional leader election.
+
+    The Lease lives in ``--leader-election-namespace``, else the controller's namespace:
+    decided here for both modes, as settings built without :func:`parse_args` (tests, the
+    demo) have not had that default filled in."""
     from gharc.kube.leaderelection import LeaderElectionConfig
     from gharc.kube.manager import Manager
 
@@ -308,7 +310,10 @@ def _manager(
         kube,
         metrics_address=serving_address(args.metrics_addr),
         health_address=args.health_probe_bind_address or None,
-        leader_election=LeaderElectionConfig(args.leader_election_id, election_namespace)
+        leader_election=LeaderElectionConfig(
+            args.leader_election_id,
+            args.leader_election_namespace or args.controller_namespace,
+        )
         if args.enable_leader_election
         else None,
         handle_signals=handle_signals,
@@ -346,7 +351,6 @@ async def run_legacy_controller(
             kube,
             registry=registry,
             handle_signals=handle_signals,
-            election_namespace=args.leader_election_namespace or args.controller_namespace,
             namespace=args.watch_namespace or None,
             label_selectors={PODS: lc.LABEL_RUNNER},
         )
