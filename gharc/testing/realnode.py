@@ -479,6 +479,9 @@ state = "{base / "state"}"
         )
 
     def _scheduler_args(self) -> list[str]:
+        """The flags the scheduler and the controller manager share: the admin kubeconfig
+        for the API, authentication and authorization, a loopback port, no leader election
+        (one instance of each)."""
         kc = self.kubeconfig_path
         return [
             f"--kubeconfig={kc}",
@@ -490,14 +493,9 @@ state = "{base / "state"}"
         ]
 
     def _kcm_args(self) -> list[str]:
-        kc, certs = self.kubeconfig_path, self.cp.certs_dir
+        certs = self.cp.certs_dir
         return [
-            f"--kubeconfig={kc}",
-            f"--authentication-kubeconfig={kc}",
-            f"--authorization-kubeconfig={kc}",
-            "--bind-address=127.0.0.1",
-            f"--secure-port={free_port()}",
-            "--leader-elect=false",
+            *self._scheduler_args(),
             f"--root-ca-file={certs / 'serving-ca.crt'}",
             f"--service-account-private-key-file={certs / 'sa-signer.key'}",
             f"--service-cluster-ip-range={SERVICE_CIDR}",
