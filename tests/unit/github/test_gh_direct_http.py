@@ -147,6 +147,17 @@ async def test_reads_chunked_and_to_eof_bodies(serve: Any) -> None:
     await http.aclose()
 
 
+async def test_bodies_larger_than_the_stream_buffer(serve: Any) -> None:
+    big = json.dumps({"value": ["x" * 100] * 20000}).encode()  # about 2 MiB
+    chunk = b"%x\r\n%s\r\n0\r\n\r\n" % (len(big), big)
+    chunked: Answer = lambda _r: b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n" + chunk  # noqa: E731
+    server = await serve([ok(big), chunked])
+    http = client()
+    assert (await http.request("GET", f"{server.url}/a", endpoint="/a")).content == big
+    assert (await http.request("GET", f"{server.url}/b", endpoint="/b")).content == big
+    await http.aclose()
+
+
 async def test_a_connection_the_server_closed_while_idle_is_replaced(serve: Any) -> None:
     server = await serve([ok(), lambda _r: None, ok(b'{"again":1}')])
     http = client()
