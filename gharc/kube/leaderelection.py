@@ -206,16 +206,12 @@ class LeaderElector:
                 "metadata": {"name": cfg.name, "namespace": cfg.namespace},
                 "spec": self._record(now, acquire_time=now, transitions=0),
             }
-            try:
-                created = await self.client.create(LEASES, body)
-            except (AlreadyExists, Conflict):
-                return False
-            except (ApiError, OSError, TimeoutError) as err:
-                log.warning("leader election %s: create failed: %r", cfg.name, err)
-                return False
-            self._observe(created, now_mono)
-            self._last_renew = now_mono
-            return True
+            return await self._write(
+                "create",
+                lambda: self.client.create(LEASES, body),
+                now_mono,
+                lost=(AlreadyExists, Conflict),
+            )
         except (ApiError, OSError, TimeoutError) as err:
             log.warning("leader election %s: get failed: %r", cfg.name, err)
             return False
@@ -241,14 +237,29 @@ class LeaderElector:
             )
         lease["spec"] = record
         lease["metadata"] = {**lease["metadata"], "resourceVersion": rv}
+        return await self._write(
+            "update", lambda: self.client.update(LEASES, lease), now_mono, lost=(Conflict,)
+        )
+
+    async def _write(
+        self,
+        verb: str,
+        write: Callable[[], Awaitable[JSON]],
+        now_mono: float,
+        *,
+        lost: tuple[type[ApiError], ...],
+    ) -> bool:
+        """Create or update the Lease (``write``): True when it was written (this replica holds
+        the Lease from ``now_mono``), False when another replica's write won (``lost``) or
+        the API failed (logged). Acquiring and renewing end the same way."""
         try:
-            updated = await self.client.update(LEASES, lease)
-        except Conflict:
+            written = await write()
+        except lost:
             return False
         except (ApiError, OSError, TimeoutError) as err:
-            log.warning("leader election %s: update failed: %r", cfg.name, err)
+            log.warning("leader election %s: %s failed: %r", self.config.name, verb, err)
             return False
-        self._observe(updated, now_mono)
+        self._observe(written, now_mono)
         self._last_renew = now_mono
         return True
 
