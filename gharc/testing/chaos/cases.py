@@ -89,6 +89,12 @@ def _sessions(world: World, sets: list[str]) -> dict[int, str]:
     }
 
 
+def _sessions_kept(before: dict[int, str], after: dict[int, str]) -> int:
+    """Scale sets whose message session after the disruption is the one they had before it
+    (:func:`_sessions` maps): a session kept means no listener had to start over."""
+    return sum(1 for ss, sid in before.items() if after.get(ss) == sid)
+
+
 def _session_conflicts(world: World) -> int:
     return world.github.calls(SESSION_CREATE, method="POST", status=409)
 
@@ -136,9 +142,7 @@ async def leader_kill(factory: WorldFactory, namespace: str, sizes: Sizes = SMAL
         reacquired_s=first_acquired_after(before + after, t_kill),
         lease_taken_s=round(t_lease - t_kill, 1),
         session_409s=_session_conflicts(world) - conflicts_before,
-        sessions_resumed=sum(
-            1 for ss, sid in sessions_before.items() if sessions_after.get(ss) == sid
-        ),
+        sessions_resumed=_sessions_kept(sessions_before, sessions_after),
         scale_sets=len(sets),
     )
     return result
@@ -177,9 +181,7 @@ async def listener_kill(factory: WorldFactory, namespace: str, sizes: Sizes = SM
     result.extra.update(
         reacquired_s=first_acquired_after(victims, t_kill),
         session_409s=_session_conflicts(world) - conflicts_before,
-        sessions_resumed=sum(
-            1 for ss, sid in sessions_before.items() if sessions_after.get(ss) == sid
-        ),
+        sessions_resumed=_sessions_kept(sessions_before, sessions_after),
         scale_sets=len(sets),
     )
     return result
@@ -324,9 +326,7 @@ async def poll_errors(factory: WorldFactory, namespace: str, sizes: Sizes = SMAL
             1 for j in after if j.runner_assign_time is not None and j.runner_assign_time < t_end
         ),
         session_409s=_session_conflicts(world) - conflicts_before,
-        sessions_kept=sum(
-            1 for ss, sid in sessions_before.items() if sessions_after.get(ss) == sid
-        ),
+        sessions_kept=_sessions_kept(sessions_before, sessions_after),
         scale_sets=len(sets),
     )
     return result
