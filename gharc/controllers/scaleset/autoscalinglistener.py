@@ -283,21 +283,14 @@ class AutoscalingListenerReconciler:
     # -- owned objects -----------------------------------------------------------------
     async def _ensure_service_account(self, listener: JSON) -> None:
         desired = lr.listener_service_account(listener, self.options)
-        meta = desired["metadata"]
-        try:
-            live = await self.cache.get(SERVICE_ACCOUNTS, meta["name"], namespace=meta["namespace"])
-        except NotFound:
-            await self._create(SERVICE_ACCOUNTS, desired)
-            return
-        await self._sync_metadata(SERVICE_ACCOUNTS, live, desired)
+        live = await self._live_or_create(SERVICE_ACCOUNTS, desired, self.cache)
+        if live is not None:
+            await self._sync_metadata(SERVICE_ACCOUNTS, live, desired)
 
     async def _ensure_role(self, listener: JSON) -> None:
         desired = lr.listener_role(listener, self.options)
-        meta = desired["metadata"]
-        try:
-            live = await self.kube.get(ROLES, meta["name"], namespace=meta["namespace"])
-        except NotFound:
-            await self._create(ROLES, desired)
+        live = await self._live_or_create(ROLES, desired, self.kube)
+        if live is None:
             return
         if not lr.semantically_equal(live.get("rules"), desired["rules"]):
             await self.kube.merge_patch(
@@ -307,14 +300,10 @@ class AutoscalingListenerReconciler:
 
     async def _ensure_role_binding(self, listener: JSON) -> None:
         desired = lr.listener_role_binding(listener, self.options)
-        meta = desired["metadata"]
-        try:
-            live = await self.kube.get(ROLE_BINDINGS, meta["name"], namespace=meta["namespace"])
-        except NotFound:
-            await self._create(ROLE_BINDINGS, desired)
-            return
-        # roleRef is immutable and the subject is derived from the name: labels only.
-        await self._sync_metadata(ROLE_BINDINGS, live, desired)
+        live = await self._live_or_create(ROLE_BINDINGS, desired, self.kube)
+        if live is not None:
+            # roleRef is immutable and the subject is derived from the name: labels only.
+            await self._sync_metadata(ROLE_BINDINGS, live, desired)
 
     async def _ensure_proxy_secret(self, listener: JSON) -> None:
         from gharc.api.scaleset.models import ProxyConfig
@@ -354,11 +343,8 @@ class AutoscalingListenerReconciler:
         return await self._ensure_secret_data(desired)
 
     async def _ensure_secret_data(self, desired: JSON) -> bool:
-        meta = desired["metadata"]
-        try:
-            live = await self.kube.get(SECRETS, meta["name"], namespace=meta["namespace"])
-        except NotFound:
-            await self._create(SECRETS, desired)
+        live = await self._live_or_create(SECRETS, desired, self.kube)
+        if live is None:
             return False
         changed = lr.decoded_secret_data(live) != lr.decoded_secret_data(desired)
         if changed:
@@ -377,6 +363,17 @@ class AutoscalingListenerReconciler:
                 patch[key] = dict(dm.get(key) or {})
         if patch:
             await self.kube.merge_patch(resource, live, {"metadata": patch}, optimistic_lock=True)
+
+    async def _live_or_create(self, resource: Any, desired: JSON, reader: Reader) -> JSON | None:
+        """The live object ``desired`` names, read through ``reader`` (the cache for kinds
+        the controller watches, else the API server); None after creating it, when there is
+        nothing to compare yet. Every owned object but the pod starts this way."""
+        meta = desired["metadata"]
+        try:
+            return await reader.get(resource, meta["name"], namespace=meta["namespace"])
+        except NotFound:
+            await self._create(resource, desired)
+            return None
 
     async def _create(self, resource: Any, obj: JSON) -> None:
         try:
