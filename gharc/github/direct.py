@@ -21,13 +21,13 @@ import asyncio
 import json
 import ssl
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from typing import Any
 from urllib.parse import quote, urlsplit
 
 import httpx
 
-__all__ = ["DirectHTTP", "DirectResponse", "merge_query"]
+__all__ = ["DirectHTTP", "DirectResponse", "DirectStream", "merge_query"]
 
 _MAX_HEAD = 64 * 1024
 _NO_BODY = (204, 304)
@@ -102,6 +102,81 @@ class DirectResponse(httpx.Response):
     @request.setter
     def request(self, value: httpx.Request) -> None:
         self._request = value
+
+
+_Body = int | None | str
+"""How a streamed body ends: its length, ``"chunked"``, ``"none"``, or None (at EOF)."""
+
+
+class DirectStream:
+    """An answer whose body is read as it arrives; ``aclose()`` ends its connection. Its
+    reading methods are named as ``httpx.Response``'s, so code written for a streamed httpx
+    answer reads this one too."""
+
+    def __init__(
+        self,
+        conn: _Connection,
+        status: int,
+        raw_headers: list[tuple[bytes, bytes]],
+        body: _Body,
+        read_timeout: float | None,
+    ) -> None:
+        self._conn = conn
+        self.status_code = status
+        self.headers = httpx.Headers(raw_headers)
+        self._body = body
+        self._read_timeout = read_timeout
+
+    async def _timed(self, op: Awaitable[bytes]) -> bytes:
+        async with asyncio.timeout(self._read_timeout):
+            return await op
+
+    async def aiter_raw(self) -> AsyncIterator[bytes]:
+        """The body as it arrives; raises httpx's transport errors."""
+        reader, body = self._conn.reader, self._body
+        try:
+            if body == "none":
+                return
+            if body == "chunked":
+                while True:
+                    line = await self._timed(reader.readuntil(b"\r\n"))
+                    try:
+                        size = int(line.split(b";", 1)[0].strip(), 16)
+                    except ValueError:
+                        raise httpx.RemoteProtocolError("bad chunk size") from None
+                    if size == 0:
+                        return
+                    data = await self._timed(reader.readexactly(size + 2))
+                    if data[-2:] != b"\r\n":
+                        raise httpx.RemoteProtocolError("chunk not followed by CRLF")
+                    yield data[:-2]
+            elif isinstance(body, int):
+                remaining = body
+                while remaining > 0:
+                    data = await self._timed(reader.read(min(remaining, 65536)))
+                    if not data:
+                        raise httpx.RemoteProtocolError("the server closed the connection mid-body")
+                    remaining -= len(data)
+                    yield data
+            else:
+                while data := await self._timed(reader.read(65536)):
+                    yield data
+        except TimeoutError:
+            raise httpx.ReadTimeout(f"no data for {self._read_timeout}s") from None
+        except (asyncio.IncompleteReadError, asyncio.LimitOverrunError):
+            raise httpx.RemoteProtocolError("the server closed the connection mid-body") from None
+        except OSError as err:
+            raise httpx.ReadError(f"reading the response failed: {err}") from None
+
+    async def aread(self) -> bytes:
+        """The whole body, then the connection is closed."""
+        try:
+            return b"".join([chunk async for chunk in self.aiter_raw()])
+        finally:
+            await self.aclose()
+
+    async def aclose(self) -> None:
+        self._conn.close()
 
 
 class _Connection:
@@ -188,6 +263,69 @@ class DirectHTTP:
     ) -> httpx.Response:
         """One request; raises httpx's transport errors as httpx would."""
         url = merge_query(url, params)
+        scheme, host, port, data = self._prepare(method, url, headers, json_body)
+        start = time.perf_counter()
+        try:
+            async with asyncio.timeout(self.timeout if timeout is None else timeout):
+                status, reason, raw_headers, content = await self._exchange(
+                    scheme, host, port, data, method
+                )
+        except TimeoutError:
+            self._record(endpoint, method, "error", start, None)
+            raise httpx.ReadTimeout(f"{method} {endpoint}: timed out") from None
+        except httpx.TransportError:
+            self._record(endpoint, method, "error", start, None)
+            raise
+        response = DirectResponse(status, raw_headers, content, reason, method, url)
+        self._record(endpoint, method, status, start, response.headers)
+        return response
+
+    async def stream(
+        self,
+        method: str,
+        url: str,
+        *,
+        headers: Mapping[str, str] | None = None,
+        params: Params | None = None,
+        connect_timeout: float = 30.0,
+        read_timeout: float | None = None,
+    ) -> DirectStream:
+        """A request whose body is read as it arrives (a watch), on a connection of its own
+        that is closed with the stream. ``read_timeout`` bounds each silence (None: none)."""
+        url = merge_query(url, params)
+        scheme, host, port, data = self._prepare(method, url, headers, None)
+        try:
+            async with asyncio.timeout(connect_timeout):
+                conn = await self._connect(scheme, host, port)
+        except TimeoutError:
+            raise httpx.ConnectTimeout(f"connecting to {host}:{port} timed out") from None
+        try:
+            async with asyncio.timeout(read_timeout):
+                conn.writer.write(data)
+                await conn.writer.drain()
+                head = await conn.reader.readuntil(b"\r\n\r\n")
+                status, _reason, raw_headers, length, chunked, _ = _parse_head(head)
+                while 100 <= status < 200:
+                    head = await conn.reader.readuntil(b"\r\n\r\n")
+                    status, _reason, raw_headers, length, chunked, _ = _parse_head(head)
+        except BaseException as err:
+            conn.close()
+            if isinstance(err, TimeoutError):
+                raise httpx.ReadTimeout(f"{method}: no answer within {read_timeout}s") from None
+            if isinstance(err, asyncio.IncompleteReadError | asyncio.LimitOverrunError):
+                raise httpx.RemoteProtocolError("no answer to the request") from None
+            if isinstance(err, OSError):
+                raise httpx.ReadError(f"sending the request failed: {err}") from None
+            raise
+        body: _Body = "none" if method == "HEAD" or status in _NO_BODY else length
+        if chunked and body != "none":
+            body = "chunked"
+        return DirectStream(conn, status, raw_headers, body, read_timeout)
+
+    def _prepare(
+        self, method: str, url: str, headers: Mapping[str, str] | None, json_body: Any
+    ) -> tuple[str, str, int, bytes]:
+        """(scheme, host, port, the request's bytes)."""
         parts = urlsplit(url)
         scheme = parts.scheme.lower()
         if scheme not in ("http", "https") or not parts.hostname:
@@ -216,21 +354,7 @@ class DirectHTTP:
         if body or method in ("POST", "PUT", "PATCH"):
             lines.append(f"Content-Length: {len(body)}")
         head = ("\r\n".join(lines) + "\r\n\r\n").encode()
-        start = time.perf_counter()
-        try:
-            async with asyncio.timeout(self.timeout if timeout is None else timeout):
-                status, reason, raw_headers, content = await self._exchange(
-                    scheme, host, port, head + body, method
-                )
-        except TimeoutError:
-            self._record(endpoint, method, "error", start, None)
-            raise httpx.ReadTimeout(f"{method} {endpoint}: timed out") from None
-        except httpx.TransportError:
-            self._record(endpoint, method, "error", start, None)
-            raise
-        response = DirectResponse(status, raw_headers, content, reason, method, url)
-        self._record(endpoint, method, status, start, response.headers)
-        return response
+        return scheme, host, port, head + body
 
     def _record(
         self,

@@ -17,7 +17,7 @@ from typing import Any
 
 import httpx
 
-from gharc.github.direct import DirectHTTP
+from gharc.github.direct import DirectHTTP, DirectStream
 from gharc.kube.leanconfig import LeanConfig
 
 __all__ = ["HttpxTransport"]
@@ -44,7 +44,10 @@ def ssl_context(cfg: LeanConfig) -> ssl.SSLContext:
 
 
 class _HttpxResponse:
-    def __init__(self, resp: httpx.Response) -> None:
+    """A streamed answer: httpx's, or a watch's over :class:`~gharc.github.direct.DirectHTTP`
+    (whose reading methods are named as httpx's)."""
+
+    def __init__(self, resp: httpx.Response | DirectStream) -> None:
         self._resp = resp
 
     @property
@@ -84,6 +87,8 @@ class _ReadResponse(_HttpxResponse):
     """An answer :class:`~gharc.github.direct.DirectHTTP` has read whole: its status and
     headers are read as a streamed one's, its body from memory with nothing to close."""
 
+    _resp: httpx.Response
+
     async def read(self) -> bytes:
         return self._resp.content
 
@@ -106,11 +111,11 @@ class HttpxTransport:
     """One httpx.AsyncClient to one API server; the bearer token is added per request, so
     a rotated service account token is picked up without a restart.
 
-    Requests with a deadline (every one but a watch) go over
-    :class:`~gharc.github.direct.DirectHTTP` unless a proxy is in the way: a listener
-    patches its EphemeralRunnerSet about once per job, and through ``httpx.AsyncClient``
-    each patch cost about 1 ms of CPU, a third of the listener's, against 0.1 ms. Watches
-    stream, so they stay on httpx."""
+    Requests go over :class:`~gharc.github.direct.DirectHTTP` unless a proxy is in the
+    way: a listener patches its EphemeralRunnerSet about once per job, and through
+    ``httpx.AsyncClient`` each patch cost about 1 ms of CPU, a third of the listener's,
+    against 0.1 ms; its watch of the set reads an event for each of those patches and each
+    status change the controller makes."""
 
     def __init__(self, cfg: LeanConfig, *, pool_size: int = 4, proxy: str | None = None) -> None:
         self._cfg = cfg
@@ -167,6 +172,18 @@ class HttpxTransport:
             except httpx.TransportError as err:
                 raise _os_error(err) from err
             return _ReadResponse(answer)
+        if self._direct is not None:  # a watch: only silence on the connection ends it
+            try:
+                stream = await self._direct.stream(
+                    method,
+                    self._server + path,
+                    headers=all_headers,
+                    params=params,
+                    read_timeout=read_timeout,
+                )
+            except httpx.TransportError as err:
+                raise _os_error(err) from err
+            return _HttpxResponse(stream)
         content = None
         if body is not None:
             content = json.dumps(body).encode()

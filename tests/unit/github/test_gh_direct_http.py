@@ -300,3 +300,20 @@ async def test_tls_with_a_private_ca(tmp_path: Any) -> None:
     finally:
         await http.aclose()
         s.server.close()
+
+
+async def test_a_stream_reads_as_data_arrives_and_times_out_on_silence(serve: Any) -> None:
+    sized: Answer = lambda _r: b"HTTP/1.1 410 Gone\r\nContent-Length: 7\r\n\r\nexpired"  # noqa: E731
+    head: Answer = lambda _r: b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"  # noqa: E731
+    server = await serve([sized, head, lambda _r: HOLD])  # the last keeps the stream open
+    http = client()
+    gone = await http.stream("GET", f"{server.url}/w", params={"watch": True})
+    assert (gone.status_code, await gone.aread()) == (410, b"expired")
+    silent = await http.stream("GET", f"{server.url}/w", read_timeout=0.2)
+    assert silent.status_code == 200
+    with pytest.raises(httpx.ReadTimeout):  # the head came, then nothing
+        async for _ in silent.aiter_raw():
+            pass
+    await silent.aclose()
+    assert server.requests[0].startswith(b"GET /w?watch=true HTTP/1.1")
+    await http.aclose()
