@@ -4,6 +4,8 @@ The pod listener talks to GitHub with httpx; sending its few Kubernetes requests
 EphemeralRunnerSet, watch it, record the session) over the same library instead of
 kubernetes_asyncio's aiohttp session keeps one HTTP stack in the process (module doc of
 :mod:`gharc.kube.transport`). Its own connection pool: the API server is another host.
+Without a proxy the requests skip httpx's client for :mod:`gharc.github.direct`, as the
+Actions service's calls do (see :class:`HttpxTransport`): the same stack, less CPU.
 """
 
 from __future__ import annotations
