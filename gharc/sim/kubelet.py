@@ -25,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import datetime as dt
+import json
 import logging
 import uuid
 from collections.abc import Callable, Iterable
@@ -131,6 +132,8 @@ class _PodRun:
     fault_event: asyncio.Event = field(default_factory=asyncio.Event)
     deleting: bool = False
     grace_seconds: float = 30.0
+    bound: bool = False
+    """The pod is known to be bound to this node (it came bound, or our binding went in)."""
 
 
 class KubeletSimulator:
@@ -341,6 +344,7 @@ class KubeletSimulator:
         ns, name = run.namespace, run.name
         if not pod["spec"].get("nodeName"):
             await self._bind(ns, name)
+        run.bound = True
         containers = pod["spec"].get("containers", [])
         await self._patch_status(ns, name, self._pending_status(pod, containers))
         pull = self._slow_pulls.pop(0) if self._slow_pulls else self.image_pull_seconds
@@ -704,6 +708,7 @@ class KubeletSimulator:
         """
         lost = self.node_name
         hit = sorted(f"{r.namespace}/{r.name}" for r in self._runs.values())
+        unbound = [(r.namespace, r.name) for r in self._runs.values() if not r.bound]
         for run in self._runs.values():
             if run.task is not None and not run.task.done():
                 run.task.cancel()  # no SIGTERM, no status: the machine is just gone
@@ -729,7 +734,24 @@ class KubeletSimulator:
         self.lost_nodes.append(lost)
         self.node_name = f"{self._base_node_name}-{len(self.lost_nodes)}"
         await self._register_node()
+        await self._reschedule(unbound)
         return hit
+
+    async def _reschedule(self, pods: list[tuple[str, str]]) -> None:
+        """Pods the lost node was about to take but never got bound to stay unscheduled,
+        and a real scheduler places them on a live node: so does this one. A binding that
+        went in before the node died leaves the pod the lost node's, Pending, for the node
+        lifecycle (or gharc's node-loss check) to settle."""
+        for namespace, name in pods:
+            raw: Any = await self._core.read_namespaced_pod(name, namespace, _preload_content=False)
+            try:
+                if raw.status != 200:
+                    continue  # gone meanwhile
+                pod = json.loads(await raw.read())
+            finally:
+                raw.release()
+            if not pod["spec"].get("nodeName"):
+                await self._on_pod(pod)
 
     def running_pods(self) -> list[str]:
         return sorted(f"{r.namespace}/{r.name}" for r in self._runs.values())

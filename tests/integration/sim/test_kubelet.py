@@ -208,3 +208,40 @@ async def _gone(core: client.CoreV1Api, ns: str, name: str) -> bool:
 
 
 pytestmark = pytest.mark.cluster
+
+
+class HeldBindings:
+    """The kubelet's API, except that pod bindings wait until ``release`` is set."""
+
+    def __init__(self, core: client.CoreV1Api) -> None:
+        self._core = core
+        self.release = asyncio.Event()
+        self.waiting = 0
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._core, name)
+
+    async def create_namespaced_pod_binding(self, *args: Any, **kwargs: Any) -> Any:
+        self.waiting += 1
+        await self.release.wait()
+        return await self._core.create_namespaced_pod_binding(*args, **kwargs)
+
+
+async def test_a_pod_not_yet_bound_when_the_node_dies_is_scheduled_on_the_next(
+    api_client: Any, namespace: str
+) -> None:
+    """The lost node had not bound the pod yet: as a real scheduler would, the simulator
+    places it on the node that takes over instead of leaving it unscheduled forever."""
+    core = client.CoreV1Api(api_client)
+    kubelet = KubeletSimulator(api_client, namespaces=[namespace])
+    held = HeldBindings(kubelet._core)
+    kubelet._core = held  # type: ignore[assignment]
+    async with kubelet:
+        await core.create_namespaced_pod(namespace, pod("late"))
+        await eventually(lambda: asyncio.sleep(0, result=held.waiting == 1), message="binding")
+        assert await kubelet.lose_node() == [f"{namespace}/late"]
+        held.release.set()
+        running = await eventually(
+            lambda: _phase_is(core, namespace, "late", "Running"), message="pod Running"
+        )
+    assert running.spec.node_name == "gharc-sim-node-1"
