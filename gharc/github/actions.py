@@ -23,7 +23,6 @@ import httpx
 from gharc.github.auth import Credentials
 from gharc.github.breaker import BreakerRegistry
 from gharc.github.config import GitHubConfig
-from gharc.github.direct import merge_query
 from gharc.github.errors import (
     Conflict,
     GitHubError,
@@ -55,6 +54,7 @@ from gharc.github.transport import (
     make_http_client,
     redact_url,
 )
+from gharc.http11 import merge_query
 
 API_VERSION = "6.0-preview"
 MAX_CAPACITY_HEADER = "X-ScaleSetMaxCapacity"

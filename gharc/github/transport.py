@@ -34,7 +34,6 @@ import httpx
 
 from gharc.github.breaker import BreakerRegistry
 from gharc.github.budget import header_number
-from gharc.github.direct import DirectHTTP
 from gharc.github.errors import (
     CircuitOpen,
     ConnectionFailed,
@@ -43,6 +42,7 @@ from gharc.github.errors import (
     class_for,
 )
 from gharc.github.metrics import GitHubMetrics
+from gharc.http11 import DirectHTTP
 
 if TYPE_CHECKING:  # hishel (with sqlite3 and msgpack) is imported only by a client that caches
     from hishel import AsyncBaseStorage
@@ -299,7 +299,7 @@ def make_direct_http(
     timeout: float = 30.0,
     limits: httpx.Limits | None = None,
 ) -> DirectHTTP | None:
-    """The lean sender of :mod:`gharc.github.direct`, or None where httpx must send: an
+    """The lean sender of :mod:`gharc.http11`, or None where httpx must send: an
     injected transport (tests, the simulator), a proxy from the environment, or
     ``$GHARC_GITHUB_HTTPX_ONLY=1``."""
     if transport is not None or os.environ.get(ENV_HTTPX_ONLY, "") == "1":

@@ -4,7 +4,7 @@ The pod listener talks to GitHub with httpx; sending its few Kubernetes requests
 EphemeralRunnerSet, watch it, record the session) over the same library instead of
 kubernetes_asyncio's aiohttp session keeps one HTTP stack in the process (module doc of
 :mod:`gharc.kube.transport`). Its own connection pool: the API server is another host.
-Without a proxy the requests skip httpx's client for :mod:`gharc.github.direct`, as the
+Without a proxy the requests skip httpx's client for :mod:`gharc.http11`, as the
 Actions service's calls do (see :class:`HttpxTransport`): the same stack, less CPU.
 """
 
@@ -19,7 +19,7 @@ from typing import Any
 
 import httpx
 
-from gharc.github.direct import DirectHTTP, DirectStream
+from gharc.http11 import DirectHTTP, DirectStream
 from gharc.kube.leanconfig import LeanConfig
 
 __all__ = ["HttpxTransport"]
@@ -46,7 +46,7 @@ def ssl_context(cfg: LeanConfig) -> ssl.SSLContext:
 
 
 class _HttpxResponse:
-    """A streamed answer: httpx's, or a watch's over :class:`~gharc.github.direct.DirectHTTP`
+    """A streamed answer: httpx's, or a watch's over :class:`~gharc.http11.DirectHTTP`
     (whose reading methods are named as httpx's)."""
 
     def __init__(self, resp: httpx.Response | DirectStream) -> None:
@@ -86,7 +86,7 @@ class _HttpxResponse:
 
 
 class _ReadResponse(_HttpxResponse):
-    """An answer :class:`~gharc.github.direct.DirectHTTP` has read whole: its status and
+    """An answer :class:`~gharc.http11.DirectHTTP` has read whole: its status and
     headers are read as a streamed one's, its body from memory with nothing to close."""
 
     _resp: httpx.Response
@@ -113,7 +113,7 @@ class HttpxTransport:
     """One httpx.AsyncClient to one API server; the bearer token is added per request, so
     a rotated service account token is picked up without a restart.
 
-    Requests go over :class:`~gharc.github.direct.DirectHTTP` unless a proxy is in the
+    Requests go over :class:`~gharc.http11.DirectHTTP` unless a proxy is in the
     way: a listener patches its EphemeralRunnerSet about once per job, and through
     ``httpx.AsyncClient`` each patch cost about 1 ms of CPU, a third of the listener's,
     against 0.1 ms; its watch of the set reads an event for each of those patches and each

@@ -16,8 +16,8 @@ gharc adds one rule ARC lacks: a patch identical to the previous one (same repli
 ID, which only the idle ``0`` can produce) is not sent, so an idle listener does not write
 the API server every long poll. A non-idle evaluation of a poll cycle always gets a fresh
 ID, which is what makes the controller re-check a shortfall every cycle. After a message,
-as in ARC's listener, nothing is published when the target equals the last one published
-and no job started or completed (``changed_only``): such a message (a JobAvailable, a
+publishing only what changed, nothing is published when the target equals the last one
+published and no job started or completed (``changed_only``): such a message (a JobAvailable, a
 JobAssigned with counts that did not move) tells the controller nothing, and one job would
 otherwise cost two writes of the EphemeralRunnerSet and two reconciles.
 

@@ -1,18 +1,19 @@
-"""HTTP/1.1 over asyncio streams for the Actions service client: the listener's hot path.
+"""Kept-alive HTTP/1.1 over asyncio streams, framed by h11: the listener's hot path.
 
 A listener makes about five Actions service calls per job (long poll, message delete,
-acquire) when each message carries one job. Through ``httpx.AsyncClient`` each costs about
-0.9 ms of CPU (URL parsing and validation per character, header normalisation, cookie
-extraction, httpcore's state machine over anyio): 4-5 ms per job, most of a listener's CPU.
-This client writes the request bytes itself and reads the answer from a kept-alive stream,
-about 0.1 ms a call, and still hands back ``httpx.Response`` objects and raises httpx's
-transport errors, so :class:`~gharc.github.transport.Sender`'s retries, breakers and error
-mapping, and every caller, see no difference.
+acquire) when each message carries one job, and a listener pod also patches and watches
+Kubernetes. Through ``httpx.AsyncClient`` each call costs about 0.9 ms of CPU (URL parsing
+and validation per character, header normalisation, cookie extraction, httpcore over
+anyio): 4-5 ms per job, most of a listener's CPU. Here h11 (the HTTP/1.1 state machine
+httpcore itself uses) frames the messages and this module only moves bytes between it and
+an asyncio stream it keeps alive: about 0.15 ms a call. It still hands back
+``httpx.Response`` objects and raises httpx's transport errors, so the callers' retries,
+breakers and error mapping see no difference.
 
 Deliberately small: one request at a time per connection, identity encoding (the request
-says so), bodies by Content-Length, chunked or read to EOF. What it does not do (proxies,
-an injected test transport, the REST client's HTTP cache) stays with httpx: the client that
-owns this one only uses it when none of that applies.
+says so). What it does not do (proxies, an injected test transport, the REST client's HTTP
+cache) stays with httpx: the clients that own this one use it only when none of that
+applies. It lives outside gharc.kube and gharc.github because both use it.
 """
 
 from __future__ import annotations
@@ -22,15 +23,16 @@ import json
 import ssl
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 from urllib.parse import quote, urlsplit
 
+import h11
 import httpx
 
 __all__ = ["DirectHTTP", "DirectResponse", "DirectStream", "merge_query"]
 
 _MAX_HEAD = 64 * 1024
-_NO_BODY = (204, 304)
+_READ_SIZE = 64 * 1024
 _DEFAULT_FIELDS = {"accept": ("Accept", "*/*"), "accept-encoding": ("Accept-Encoding", "identity")}
 Observe = Callable[[str, str, int | str, float, httpx.Headers | None], None]
 
@@ -104,10 +106,6 @@ class DirectResponse(httpx.Response):
         self._request = value
 
 
-_Body = int | None | str
-"""How a streamed body ends: its length, ``"chunked"``, ``"none"``, or None (at EOF)."""
-
-
 class DirectStream:
     """An answer whose body is read as it arrives; ``aclose()`` ends its connection. Its
     reading methods are named as ``httpx.Response``'s, so code written for a streamed httpx
@@ -118,55 +116,28 @@ class DirectStream:
         conn: _Connection,
         status: int,
         raw_headers: list[tuple[bytes, bytes]],
-        body: _Body,
         read_timeout: float | None,
     ) -> None:
         self._conn = conn
         self.status_code = status
         self.headers = httpx.Headers(raw_headers)
-        self._body = body
         self._read_timeout = read_timeout
 
-    async def _timed(self, op: Awaitable[bytes]) -> bytes:
+    async def _timed(self, op: Awaitable[h11.Event | type[h11.PAUSED]]) -> Any:
         async with asyncio.timeout(self._read_timeout):
             return await op
 
     async def aiter_raw(self) -> AsyncIterator[bytes]:
         """The body as it arrives; raises httpx's transport errors."""
-        reader, body = self._conn.reader, self._body
         try:
-            if body == "none":
-                return
-            if body == "chunked":
-                while True:
-                    line = await self._timed(reader.readuntil(b"\r\n"))
-                    try:
-                        size = int(line.split(b";", 1)[0].strip(), 16)
-                    except ValueError:
-                        raise httpx.RemoteProtocolError("bad chunk size") from None
-                    if size == 0:
-                        return
-                    data = await self._timed(reader.readexactly(size + 2))
-                    if data[-2:] != b"\r\n":
-                        raise httpx.RemoteProtocolError("chunk not followed by CRLF")
-                    yield data[:-2]
-            elif isinstance(body, int):
-                remaining = body
-                while remaining > 0:
-                    data = await self._timed(reader.read(min(remaining, 65536)))
-                    if not data:
-                        raise httpx.RemoteProtocolError("the server closed the connection mid-body")
-                    remaining -= len(data)
-                    yield data
-            else:
-                while data := await self._timed(reader.read(65536)):
-                    yield data
+            while True:
+                event = await self._timed(self._conn.next_event())
+                if isinstance(event, h11.Data):
+                    yield bytes(event.data)
+                elif isinstance(event, h11.EndOfMessage):
+                    return
         except TimeoutError:
             raise httpx.ReadTimeout(f"no data for {self._read_timeout}s") from None
-        except (asyncio.IncompleteReadError, asyncio.LimitOverrunError):
-            raise httpx.RemoteProtocolError("the server closed the connection mid-body") from None
-        except OSError as err:
-            raise httpx.ReadError(f"reading the response failed: {err}") from None
 
     async def aread(self) -> bytes:
         """The whole body, then the connection is closed."""
@@ -180,23 +151,70 @@ class DirectStream:
 
 
 class _Connection:
-    __slots__ = ("reader", "writer")
+    """One stream and the h11 state machine that frames what crosses it."""
+
+    __slots__ = ("h11", "reader", "received", "writer")
 
     def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.reader = reader
         self.writer = writer
+        self.h11 = h11.Connection(h11.CLIENT, max_incomplete_event_size=_MAX_HEAD)
+        self.received = 0
+        """Bytes read for the current exchange: none means a reused stream went stale."""
 
     def usable(self) -> bool:
         """An idle connection the server has not closed (or written to) meanwhile."""
-        return not self.writer.is_closing() and not self.reader.at_eof() and not _buffered(self)
+        buffered = bool(getattr(self.reader, "_buffer", None))
+        return not self.writer.is_closing() and not self.reader.at_eof() and not buffered
 
     def close(self) -> None:
         self.writer.close()
 
+    async def send(self, *events: h11.Event) -> None:
+        try:
+            data = b"".join(self.h11.send(e) or b"" for e in events)
+        except h11.LocalProtocolError as err:
+            raise httpx.LocalProtocolError(str(err)) from None
+        self.received = 0
+        self.writer.write(data)
+        await self.writer.drain()
 
-def _buffered(conn: _Connection) -> bool:
-    buffer = getattr(conn.reader, "_buffer", None)
-    return bool(buffer)
+    async def next_event(self) -> h11.Event | type[h11.PAUSED]:
+        """h11's next event, reading from the stream as it needs data; raises httpx's
+        transport errors."""
+        while True:
+            try:
+                event = self.h11.next_event()
+            except h11.RemoteProtocolError as err:
+                raise httpx.RemoteProtocolError(str(err)) from None
+            if event is not h11.NEED_DATA:
+                if isinstance(event, h11.ConnectionClosed):
+                    raise httpx.RemoteProtocolError(
+                        "Server disconnected without sending a complete response."
+                    )
+                return cast(h11.Event | type[h11.PAUSED], event)
+            try:
+                data = await self.reader.read(_READ_SIZE)
+            except OSError as err:
+                raise httpx.ReadError(f"reading the response failed: {err}") from None
+            self.received += len(data)
+            self.h11.receive_data(data)  # b"" tells h11 the server closed its side
+
+    async def response(self) -> h11.Response:
+        """The final answer's head, past informational ones (100 Continue, 103 Early Hints)."""
+        while True:
+            event = await self.next_event()
+            if isinstance(event, h11.Response):
+                return event
+            if not isinstance(event, h11.InformationalResponse):
+                raise httpx.RemoteProtocolError(f"expected a response, got {event!r}")
+
+    def reusable(self) -> bool:
+        """The exchange ended cleanly and both sides keep the connection: ready for the next."""
+        if self.h11.our_state is h11.DONE and self.h11.their_state is h11.DONE:
+            self.h11.start_next_cycle()
+            return True
+        return False
 
 
 class _Stale(Exception):
@@ -263,12 +281,12 @@ class DirectHTTP:
     ) -> httpx.Response:
         """One request; raises httpx's transport errors as httpx would."""
         url = merge_query(url, params)
-        scheme, host, port, data = self._prepare(method, url, headers, json_body)
+        scheme, host, port, head, body = self._prepare(method, url, headers, json_body)
         start = time.perf_counter()
         try:
             async with asyncio.timeout(self.timeout if timeout is None else timeout):
                 status, reason, raw_headers, content = await self._exchange(
-                    scheme, host, port, data, method
+                    scheme, host, port, head, body
                 )
         except TimeoutError:
             self._record(endpoint, method, "error", start, None)
@@ -293,7 +311,7 @@ class DirectHTTP:
         """A request whose body is read as it arrives (a watch), on a connection of its own
         that is closed with the stream. ``read_timeout`` bounds each silence (None: none)."""
         url = merge_query(url, params)
-        scheme, host, port, data = self._prepare(method, url, headers, None)
+        scheme, host, port, head, _ = self._prepare(method, url, headers, None)
         try:
             async with asyncio.timeout(connect_timeout):
                 conn = await self._connect(scheme, host, port)
@@ -301,60 +319,49 @@ class DirectHTTP:
             raise httpx.ConnectTimeout(f"connecting to {host}:{port} timed out") from None
         try:
             async with asyncio.timeout(read_timeout):
-                conn.writer.write(data)
-                await conn.writer.drain()
-                head = await conn.reader.readuntil(b"\r\n\r\n")
-                status, _reason, raw_headers, length, chunked, _ = _parse_head(head)
-                while 100 <= status < 200:
-                    head = await conn.reader.readuntil(b"\r\n\r\n")
-                    status, _reason, raw_headers, length, chunked, _ = _parse_head(head)
+                await conn.send(head, h11.EndOfMessage())
+                response = await conn.response()
         except BaseException as err:
             conn.close()
             if isinstance(err, TimeoutError):
                 raise httpx.ReadTimeout(f"{method}: no answer within {read_timeout}s") from None
-            if isinstance(err, asyncio.IncompleteReadError | asyncio.LimitOverrunError):
-                raise httpx.RemoteProtocolError("no answer to the request") from None
             if isinstance(err, OSError):
-                raise httpx.ReadError(f"sending the request failed: {err}") from None
+                raise httpx.WriteError(f"sending the request failed: {err}") from None
             raise
-        body: _Body = "none" if method == "HEAD" or status in _NO_BODY else length
-        if chunked and body != "none":
-            body = "chunked"
-        return DirectStream(conn, status, raw_headers, body, read_timeout)
+        return DirectStream(conn, response.status_code, list(response.headers), read_timeout)
 
     def _prepare(
         self, method: str, url: str, headers: Mapping[str, str] | None, json_body: Any
-    ) -> tuple[str, str, int, bytes]:
-        """(scheme, host, port, the request's bytes)."""
+    ) -> tuple[str, str, int, h11.Request, bytes]:
+        """(scheme, host, port, the request's head, its body)."""
         parts = urlsplit(url)
         scheme = parts.scheme.lower()
         if scheme not in ("http", "https") or not parts.hostname:
             raise httpx.UnsupportedProtocol(f"cannot send to {scheme or 'a relative'} URL")
         host = parts.hostname
         port = parts.port or (443 if scheme == "https" else 80)
-        authority = parts.netloc.rpartition("@")[2]
         target = parts.path or "/"
         if parts.query:
             target = f"{target}?{parts.query}"
-        body = b""
         fields = {"user-agent": ("User-Agent", self.user_agent), **_DEFAULT_FIELDS}
         if headers:
             for name, value in headers.items():
-                if "\r" in value or "\n" in value or "\r" in name or "\n" in name:
-                    raise httpx.LocalProtocolError(f"invalid header {name!r}")
                 fields[name.lower()] = (name, value)
-        lines = [f"{method} {target} HTTP/1.1", f"Host: {authority}"]
-        lines.extend(f"{name}: {value}" for name, value in fields.values())
+        pairs = [("Host", parts.netloc.rpartition("@")[2]), *fields.values()]
+        body = b""
         if json_body is not None:
             body = json.dumps(
                 json_body, ensure_ascii=False, separators=(",", ":"), allow_nan=False
             ).encode()
             if "content-type" not in fields:
-                lines.append("Content-Type: application/json")
+                pairs.append(("Content-Type", "application/json"))
         if body or method in ("POST", "PUT", "PATCH"):
-            lines.append(f"Content-Length: {len(body)}")
-        head = ("\r\n".join(lines) + "\r\n\r\n").encode()
-        return scheme, host, port, head + body
+            pairs.append(("Content-Length", str(len(body))))
+        try:
+            request = h11.Request(method=method, target=target, headers=pairs)
+        except h11.LocalProtocolError as err:
+            raise httpx.LocalProtocolError(f"invalid request: {err}") from None
+        return scheme, host, port, request, body
 
     def _record(
         self,
@@ -368,7 +375,7 @@ class DirectHTTP:
             self._observe(endpoint, method, status, time.perf_counter() - start, headers)
 
     async def _exchange(
-        self, scheme: str, host: str, port: int, data: bytes, method: str
+        self, scheme: str, host: str, port: int, head: h11.Request, body: bytes
     ) -> tuple[int, bytes, list[tuple[bytes, bytes]], bytes]:
         key = (scheme, host, port)
         if self._slots is not None:
@@ -379,20 +386,18 @@ class DirectHTTP:
                 if conn is None:
                     conn, reused = await self._connect(scheme, host, port), False
                 try:
-                    status, reason, raw_headers, content, keep = await _roundtrip(
-                        conn, data, method, reused
-                    )
+                    response, content = await _roundtrip(conn, head, body, reused)
                 except _Stale:
                     conn.close()
                     continue  # the server closed it while idle: a fresh one, once per stale
                 except BaseException:
                     conn.close()  # cancelled or failed mid-exchange: never reuse it
                     raise
-                if keep and not self._closed:
+                if conn.reusable() and not self._closed:
                     self._release(key, conn)
                 else:
                     conn.close()
-                return status, reason, raw_headers, content
+                return response.status_code, response.reason, list(response.headers), content
         finally:
             if self._slots is not None:
                 self._slots.release()
@@ -434,103 +439,27 @@ class DirectHTTP:
 
 
 async def _roundtrip(
-    conn: _Connection, data: bytes, method: str, reused: bool
-) -> tuple[int, bytes, list[tuple[bytes, bytes]], bytes, bool]:
-    """Write one request, read its answer; the last value says whether to keep the stream."""
-    reader, writer = conn.reader, conn.writer
+    conn: _Connection, head: h11.Request, body: bytes, reused: bool
+) -> tuple[h11.Response, bytes]:
+    """Send one request and read its whole answer. A reused connection that the server
+    closed while it was idle raises :class:`_Stale` (no byte of an answer came back)."""
+    events: list[h11.Event] = [head, h11.Data(data=body)] if body else [head]
     try:
-        writer.write(data)
-        await writer.drain()
+        await conn.send(*events, h11.EndOfMessage())
     except OSError as err:
         if reused:
             raise _Stale from None
         raise httpx.WriteError(f"sending the request failed: {err}") from None
     try:
-        head = await reader.readuntil(b"\r\n\r\n")
-    except asyncio.IncompleteReadError as err:
-        if reused and not err.partial:
+        response = await conn.response()
+    except (httpx.RemoteProtocolError, httpx.ReadError):
+        if reused and conn.received == 0:
             raise _Stale from None
-        raise httpx.RemoteProtocolError("Server disconnected without sending a response.") from None
-    except asyncio.LimitOverrunError:
-        raise httpx.RemoteProtocolError("response head too large") from None
-    except OSError as err:
-        if reused:
-            raise _Stale from None
-        raise httpx.ReadError(f"reading the response failed: {err}") from None
-    status, reason, raw_headers, length, chunked, close = _parse_head(head)
-    while 100 <= status < 200:  # informational (100 Continue, 103 Early Hints): the answer follows
-        try:
-            head = await reader.readuntil(b"\r\n\r\n")
-        except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, OSError):
-            raise httpx.RemoteProtocolError("no final answer after an informational one") from None
-        status, reason, raw_headers, length, chunked, close = _parse_head(head)
-    try:
-        if method == "HEAD" or status in _NO_BODY:
-            content = b""
-        elif chunked:
-            content = await _read_chunked(reader)
-        elif length is not None:
-            content = await reader.readexactly(length)
-        else:
-            content = await reader.read()  # to EOF: the server closes to end it
-            close = True
-    except asyncio.IncompleteReadError:
-        raise httpx.RemoteProtocolError("the server closed the connection mid-body") from None
-    except asyncio.LimitOverrunError:
-        raise httpx.RemoteProtocolError("malformed chunked body") from None
-    except OSError as err:
-        raise httpx.ReadError(f"reading the response failed: {err}") from None
-    return status, reason, raw_headers, content, not close
-
-
-def _parse_head(
-    head: bytes,
-) -> tuple[int, bytes, list[tuple[bytes, bytes]], int | None, bool, bool]:
-    """Status, reason, headers, Content-Length, chunked?, connection close? of a head."""
-    lines = head[:-4].split(b"\r\n")
-    version, _, rest = lines[0].partition(b" ")
-    code, _, reason = rest.partition(b" ")
-    if not version.startswith(b"HTTP/1.") or len(code) != 3 or not code.isdigit():
-        raise httpx.RemoteProtocolError(f"malformed status line {lines[0][:80]!r}")
-    raw_headers: list[tuple[bytes, bytes]] = []
-    length: int | None = None
-    chunked = False
-    close = version == b"HTTP/1.0"
-    for line in lines[1:]:
-        name, colon, value = line.partition(b":")
-        if not colon or not name or name != name.strip():
-            raise httpx.RemoteProtocolError(f"malformed header line {line[:80]!r}")
-        value = value.strip()
-        raw_headers.append((name, value))
-        lower = name.lower()
-        if lower == b"content-length":
-            if not value.isdigit():
-                raise httpx.RemoteProtocolError(f"bad Content-Length {value[:40]!r}")
-            length = int(value)
-        elif lower == b"transfer-encoding":
-            chunked = value.lower().endswith(b"chunked")
-        elif lower == b"connection":
-            tokens = value.lower()
-            if b"close" in tokens:
-                close = True
-            elif b"keep-alive" in tokens:
-                close = False
-    return int(code), reason, raw_headers, length, chunked, close
-
-
-async def _read_chunked(reader: asyncio.StreamReader) -> bytes:
+        raise
     parts: list[bytes] = []
     while True:
-        line = await reader.readuntil(b"\r\n")
-        size_text = line.split(b";", 1)[0].strip()
-        try:
-            size = int(size_text, 16)
-        except ValueError:
-            raise httpx.RemoteProtocolError(f"bad chunk size {size_text[:20]!r}") from None
-        if size == 0:
-            while (await reader.readuntil(b"\r\n")) != b"\r\n":
-                pass  # trailer fields: not used
-            return b"".join(parts)
-        parts.append(await reader.readexactly(size))
-        if await reader.readexactly(2) != b"\r\n":
-            raise httpx.RemoteProtocolError("chunk not followed by CRLF")
+        event = await conn.next_event()
+        if isinstance(event, h11.Data):
+            parts.append(bytes(event.data))
+        elif isinstance(event, h11.EndOfMessage):
+            return response, b"".join(parts)

@@ -1,4 +1,4 @@
-"""gharc.github.direct: the Actions service client's own HTTP/1.1 sender.
+"""gharc.http11: the HTTP/1.1 sender of the Actions service client and the listener pod.
 
 Each test runs a scripted server on 127.0.0.1 that records what it reads and answers with
 raw bytes, so framing (Content-Length, chunked, to EOF), connection reuse and failures are
@@ -19,9 +19,9 @@ from prometheus_client import CollectorRegistry
 from gharc.github.actions import ActionsClient, _queue_url
 from gharc.github.auth import PersonalAccessToken
 from gharc.github.config import parse_config_url
-from gharc.github.direct import DirectHTTP, merge_query
 from gharc.github.metrics import GitHubMetrics
 from gharc.github.transport import ENV_HTTPX_ONLY, ssl_context
+from gharc.http11 import DirectHTTP, merge_query
 
 Answer = Callable[[bytes], bytes | None]
 """Given the request head and body, the raw answer (None: close without answering)."""
