@@ -4,6 +4,10 @@ Each reconcile runs with a context (controller, namespace, name, reconcile id) h
 ``contextvars.ContextVar``; the formatters add it to every record logged while it is set,
 so code deep inside a reconciler logs with the object's identity without passing loggers
 around (controller-runtime's ``log.FromContext``).
+
+The controller, the webhook server and the listener all set up logging here
+(:func:`configure_logging`), so ``log_format: json`` gives a log shipper one shape from every
+gharc process. Standard library only: the pod-mode listener imports it and must stay lean.
 """
 
 from __future__ import annotations
@@ -16,12 +20,14 @@ import logging
 import sys
 import types
 from collections.abc import Iterator, Mapping
-from typing import IO, Any
+from typing import IO, Any, Protocol
 
 __all__ = [
     "LOG_LEVELS",
     "ConsoleFormatter",
     "JsonFormatter",
+    "LoggingSettings",
+    "configure_logging",
     "level_of",
     "log_context",
     "log_fields",
@@ -112,20 +118,49 @@ class ConsoleFormatter(logging.Formatter):
 
 
 def setup_logging(
-    *, level: str | int = "INFO", format: str = "console", stream: IO[str] | None = None
+    *, level: str | int = "info", format: str = "text", stream: IO[str] | None = None
 ) -> None:
-    """Configure the root logger once for the process (``format``: ``json`` or ``console``)."""
+    """Configure the root logger once for the process.
+
+    ``level`` is a ``log_level`` name (:data:`LOG_LEVELS`, any case, or ``warning``) or a
+    ``logging`` level; ``format`` is ``json`` or ``text`` (``console`` is the same). gharc's
+    own loggers log at ``level``; everything else (httpx, aiohttp's access log, asyncio) at
+    ``WARNING`` or above: ARC's default level is ``debug``, and a third-party library's
+    per-request lines at that level would bury gharc's.
+    """
+    if isinstance(level, str):
+        number = level_of(level, -1)
+        if number < 0:
+            raise ValueError(f"unknown log level {level!r}; use one of {', '.join(LOG_LEVELS)}")
+    else:
+        number = level
     handler = logging.StreamHandler(stream or sys.stderr)
     if format == "json":
         handler.setFormatter(JsonFormatter())
-    elif format == "console":
+    elif format in ("text", "console"):
         handler.setFormatter(ConsoleFormatter())
     else:
-        raise ValueError(f"unknown log format {format!r}; use 'json' or 'console'")
+        raise ValueError(f"unknown log format {format!r}; use 'json' or 'text'")
     root = logging.getLogger()
     for old in list(root.handlers):
         root.removeHandler(old)
     root.addHandler(handler)
-    root.setLevel(level.upper() if isinstance(level, str) else level)
-    # aiohttp's access log is noise for /metrics and /healthz scrapes.
-    logging.getLogger("aiohttp.access").setLevel(logging.WARNING)
+    root.setLevel(max(logging.WARNING, number))
+    logging.getLogger("gharc").setLevel(number)
+
+
+class LoggingSettings(Protocol):
+    """What :func:`configure_logging` reads: the controller's and the webhook server's
+    ``--log-level``/``--log-format`` settings, and the listener's ``config.json``."""
+
+    @property
+    def log_level(self) -> str: ...
+
+    @property
+    def log_format(self) -> str: ...
+
+
+def configure_logging(settings: LoggingSettings) -> None:
+    """Set up the process' logging from its ``log_level`` and ``log_format``: one set-up
+    for the three commands, so their levels and JSON lines agree."""
+    setup_logging(level=settings.log_level, format=settings.log_format)

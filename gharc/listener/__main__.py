@@ -2,15 +2,15 @@
 
 The listener pod's command. Exit codes: 0 stopped by a signal, 1 deterministic failure
 (one line on stderr), 2 invalid config (one line on stderr, before any network call).
+Logging is set up from the config's ``log_level``/``log_format`` by the controller's and
+the webhook server's :func:`gharc.kube.logging.configure_logging`, so the three processes
+write the same lines.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
-import logging
 import sys
-from typing import Any
 
 # httpx's package imports its command-line client (click, rich, pygments: about 4 MiB of
 # RSS) whenever those are installed, and typer installs them; a listener process never runs
@@ -18,38 +18,10 @@ from typing import Any
 if "httpx" not in sys.modules:
     sys.modules.setdefault("httpx._main", None)  # type: ignore[arg-type]
 
-from gharc.kube.logging import level_of
-from gharc.listener.config import ConfigError, ListenerConfig, load_config
+from gharc.kube.logging import configure_logging
+from gharc.listener.config import ConfigError, load_config
 
-__all__ = ["configure_logging", "main"]
-
-
-class _JsonFormatter(logging.Formatter):
-    """One JSON object per line, the shape ARC's ``log_format: json`` gives log shippers."""
-
-    def format(self, record: logging.LogRecord) -> str:
-        entry: dict[str, Any] = {
-            "time": self.formatTime(record, "%Y-%m-%dT%H:%M:%S%z"),
-            "level": record.levelname.lower(),
-            "logger": record.name,
-            "msg": record.getMessage(),
-        }
-        if record.exc_info:
-            entry["error"] = self.formatException(record.exc_info)
-        return json.dumps(entry)
-
-
-def configure_logging(cfg: ListenerConfig) -> None:
-    """Log to stderr at ``log_level`` in ``log_format``; third-party noise kept at WARNING."""
-    handler = logging.StreamHandler(sys.stderr)
-    if cfg.log_format == "json":
-        handler.setFormatter(_JsonFormatter())
-    else:
-        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
-    root = logging.getLogger()
-    root.handlers[:] = [handler]
-    root.setLevel(logging.WARNING)
-    logging.getLogger("gharc").setLevel(level_of(cfg.log_level, logging.DEBUG))
+__all__ = ["main"]
 
 
 def main(config_path: str | None = None) -> int:

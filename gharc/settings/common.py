@@ -5,16 +5,16 @@ Why: both processes take ARC's ``--log-level``, ``--log-format``, ``--metrics-ad
 declare them itself, with its own help, stripping and validation. The declarations here
 are field factories (the chart value that renders a flag differs between the charts) and
 one mixin dataclass for the credentials; logging and the metrics address are set up from
-them the same way in both.
+them the same way in both. :func:`configure_logging` itself lives in :mod:`gharc.kube.logging`
+(re-exported here), where the listener, which may not import this package, shares it.
 """
 
 from __future__ import annotations
 
-import logging
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
-from gharc.kube.logging import LOG_LEVELS
+from gharc.kube.logging import LOG_LEVELS, LoggingSettings, configure_logging
 from gharc.settings.declare import setting
 
 __all__ = [
@@ -79,23 +79,6 @@ def serving_address(addr: str) -> str | None:
     """The bind address of an address flag, or None for ARC's "off" spellings ``0`` and ``""``."""
     addr = addr.strip()
     return None if addr in ("", "0") else addr
-
-
-class LoggingSettings(Protocol):
-    """What :func:`configure_logging` reads."""
-
-    log_level: str
-    log_format: str
-
-
-def configure_logging(settings: LoggingSettings) -> None:
-    """Set up the process' logging from ``--log-level`` and ``--log-format``."""
-    from gharc.kube.logging import setup_logging
-
-    setup_logging(
-        level=LOG_LEVELS.get(settings.log_level, logging.INFO),
-        format="json" if settings.log_format == "json" else "console",
-    )
 
 
 def _stripped(text: str) -> str:
