@@ -18,9 +18,10 @@ from typing import Any, Protocol
 
 from gharc.api.resources import EPHEMERAL_RUNNER_SETS, EPHEMERAL_RUNNERS
 from gharc.api.scaleset.constants import ANNOTATION_MESSAGE_SESSION_ID
+from gharc.api.scaleset.views import EphemeralRunnerSetView
 from gharc.kube.client import KubeClient
 from gharc.kube.errors import ApiError, Forbidden, NotFound
-from gharc.kube.objects import meta, spec_of, status_of
+from gharc.kube.objects import meta
 
 __all__ = ["KubePatchError", "KubePatcher", "RunnerNotFound", "RunnerSetPatcher", "job_status"]
 
@@ -102,9 +103,9 @@ def job_status(
 
 
 def marker_of(runner_set: dict[str, Any]) -> int | None:
-    """The cleanup marker of an EphemeralRunnerSet object, if it has one."""
-    value = status_of(runner_set).get("finishedRunnerCleanupPatchID")
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
+    """The cleanup marker of an EphemeralRunnerSet object, if it has one: read by
+    :class:`EphemeralRunnerSetView`, as the controller that writes it reads it."""
+    return EphemeralRunnerSetView(runner_set).cleanup_marker
 
 
 class KubePatcher:
@@ -159,14 +160,14 @@ class KubePatcher:
         return annotations.get(ANNOTATION_MESSAGE_SESSION_ID) or None
 
     async def current_patch_id(self) -> int | None:
-        """``spec.patchID`` of the EphemeralRunnerSet now (a predecessor's last patch)."""
+        """``spec.patchID`` of the EphemeralRunnerSet now (a predecessor's last patch; 0,
+        "no patch", when unset or unreadable, as the controller reads it)."""
         obj = await self._call(
             "EphemeralRunnerSet",
             self.runner_set_name,
             self.kube.get(EPHEMERAL_RUNNER_SETS, self.runner_set_name, namespace=self.namespace),
         )
-        value = spec_of(obj).get("patchID")
-        return value if isinstance(value, int) and not isinstance(value, bool) else None
+        return EphemeralRunnerSetView(obj).patch_id
 
     async def record_session(self, session_id: str | None) -> None:
         body = {"metadata": {"annotations": {ANNOTATION_MESSAGE_SESSION_ID: session_id}}}

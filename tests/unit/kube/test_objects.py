@@ -167,7 +167,6 @@ ONE_HOME = {
     r'get\("(patchID|(appliedA|a)ctionableRevision|finishedRunnerCleanupPatchID)"\)': {
         "api/scaleset/views.py": "the home",
         "controllers/scaleset/autoscalingrunnerset.py": "why: reads back the patch it wrote",
-        "listener/kube.py": "not yet moved: the listener is changed elsewhere",
     },
     # a legacy runner's ephemeral and docker defaults: gharc.api.legacy.views.RunnerConfigView
     r'get\("(ephemeral|dockerEnabled|dockerdWithinRunnerContainer)"\)': {
