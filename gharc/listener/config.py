@@ -27,6 +27,7 @@ from typing import Any, Literal
 
 from gharc.api.scaleset.constants import max_runners_or_unlimited
 from gharc.github.datamodel import DataModel, Rule, ValidationError
+from gharc.kube.serving import serving_address
 
 __all__ = [
     "DEFAULT_CONFIG_PATH",
@@ -218,8 +219,9 @@ class ListenerConfig(DataModel):
 
     @property
     def metrics_enabled(self) -> bool:
-        """ARC serves metrics only when an address is set; gharc also treats "0" as off."""
-        return self.metrics_addr.strip() not in ("", "0")
+        """ARC serves metrics only when an address is set; "0" is off too, as for every
+        gharc address flag (:func:`gharc.kube.serving.serving_address`)."""
+        return serving_address(self.metrics_addr) is not None
 
     @property
     def metrics_host_port(self) -> tuple[str, int]:

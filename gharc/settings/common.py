@@ -6,7 +6,8 @@ declare them itself, with its own help, stripping and validation. The declaratio
 are field factories (the chart value that renders a flag differs between the charts) and
 one mixin dataclass for the credentials; logging and the metrics address are set up from
 them the same way in both. :func:`configure_logging` itself lives in :mod:`gharc.kube.logging`
-(re-exported here), where the listener, which may not import this package, shares it.
+and :func:`serving_address` in :mod:`gharc.kube.serving` (both re-exported here), where the
+listener, which may not import this package, shares them.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gharc.kube.logging import LOG_LEVELS, LoggingSettings, configure_logging
+from gharc.kube.serving import serving_address
 from gharc.settings.declare import setting
 
 __all__ = [
@@ -73,12 +75,6 @@ def kubeconfig() -> Any:
     return setting(
         None, flag="--kubeconfig", help="Kubeconfig path (default: in-cluster or ~/.kube)."
     )
-
-
-def serving_address(addr: str) -> str | None:
-    """The bind address of an address flag, or None for ARC's "off" spellings ``0`` and ``""``."""
-    addr = addr.strip()
-    return None if addr in ("", "0") else addr
 
 
 def _stripped(text: str) -> str:

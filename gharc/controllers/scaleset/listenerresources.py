@@ -37,6 +37,7 @@ from gharc.kube.objects import decode_secret_data
 from gharc.kube.objects import meta as _meta
 from gharc.kube.objects import semantically_equal as semantically_equal  # re-export
 from gharc.kube.objects import spec_of as _spec
+from gharc.kube.serving import serving_address
 
 JSON = dict[str, Any]
 
@@ -285,7 +286,7 @@ def listener_role_binding(listener: Mapping[str, Any], options: ScaleSetOptions)
 
 def metrics_enabled(options: ScaleSetOptions) -> bool:
     """ARC: ``--listener-metrics-addr=0`` (or empty) disables listener metrics."""
-    return options.listener_metrics_addr.strip() not in ("", "0")
+    return serving_address(options.listener_metrics_addr) is not None
 
 
 def metrics_port(addr: str) -> int | None:

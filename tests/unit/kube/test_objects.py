@@ -172,6 +172,15 @@ ONE_HOME = {
     r'get\("(ephemeral|dockerEnabled|dockerdWithinRunnerContainer)"\)': {
         "api/legacy/views.py": "the home",
     },
+    # the processes' log set-up and line formats: gharc.kube.logging.configure_logging
+    r"def configure_logging\b|\(logging\.Formatter\)": {
+        "kube/logging.py": "the home",
+    },
+    # "0" or "" turns an address flag's server off: gharc.kube.serving.serving_address
+    r'\(""\s*,\s*"0"\)|\("0"\s*,\s*""\)': {
+        "kube/serving.py": "the home",
+        "testing/helm.py": "why: an environment switch (GHARC_REQUIRE_HELM), not an address",
+    },
     # an HRA's bounds (maxReplicas unset: no bound) and last decision:
     # gharc.api.legacy.views.HorizontalRunnerAutoscalerView
     r'get\("(minReplicas|maxReplicas|desiredReplicas)"\)': {
