@@ -34,6 +34,7 @@ from gharc.kube.informer import Transform
 from gharc.kube.leaderelection import LeaderElectionConfig, LeaderElector
 from gharc.kube.reflector import WatchSettings
 from gharc.kube.resources import Resource
+from gharc.kube.serving import host_port
 
 __all__ = ["LeaderElectionLost", "Manager", "Runnable"]
 
@@ -327,12 +328,11 @@ def bind(address: str) -> socket.socket:
     """A listening socket for ``host:port`` (``:8080`` means all interfaces; port 0 picks a
     free one), bound before the server starts so a taken port fails the start-up, not later.
     Shared by the manager's metrics and probe servers and the webhook server."""
-    host, _, port = address.rpartition(":")
-    host = host.strip("[]") or "0.0.0.0"
+    host, port = host_port(address)
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind((host, int(port or 0)))
+    sock.bind((host, port))
     sock.listen(128)
     sock.setblocking(False)
     return sock

@@ -27,7 +27,7 @@ from typing import Any, Literal
 
 from gharc.api.scaleset.constants import max_runners_or_unlimited
 from gharc.github.datamodel import DataModel, Rule, ValidationError
-from gharc.kube.serving import serving_address
+from gharc.kube.serving import host_port, serving_address
 
 __all__ = [
     "DEFAULT_CONFIG_PATH",
@@ -225,19 +225,12 @@ class ListenerConfig(DataModel):
 
     @property
     def metrics_host_port(self) -> tuple[str, int]:
-        """``metrics_addr`` as Go's ``net.Listen`` reads it: ``[host]:port``."""
-        addr = self.metrics_addr.strip()
-        host, sep, port = addr.rpartition(":")
-        if not sep:
-            host, port = "", addr
-        host = host.strip("[]") or "0.0.0.0"
+        """``metrics_addr`` as Go's ``net.Listen`` reads it (:func:`gharc.kube.serving.host_port`),
+        or a :class:`ConfigError` naming the key."""
         try:
-            number = int(port)
-        except ValueError:
-            raise ConfigError(f"metrics_addr {addr!r} is not [host]:port") from None
-        if not 0 <= number <= 65535:
-            raise ConfigError(f"metrics_addr {addr!r}: port out of range")
-        return host, number
+            return host_port(self.metrics_addr)
+        except ValueError as err:
+            raise ConfigError(f"metrics_addr {err}") from None
 
 
 _SCALAR_KEYS = tuple(f.name for f in dataclasses.fields(ListenerConfig) if f.name != "metrics")

@@ -37,7 +37,7 @@ from gharc.kube.objects import decode_secret_data
 from gharc.kube.objects import meta as _meta
 from gharc.kube.objects import semantically_equal as semantically_equal  # re-export
 from gharc.kube.objects import spec_of as _spec
-from gharc.kube.serving import serving_address
+from gharc.kube.serving import host_port, serving_address
 
 JSON = dict[str, Any]
 
@@ -290,10 +290,10 @@ def metrics_enabled(options: ScaleSetOptions) -> bool:
 
 
 def metrics_port(addr: str) -> int | None:
-    """The port of a Go-style ``[host]:port`` address, or None."""
-    _, _, port = addr.strip().rpartition(":")
+    """The port of a Go-style ``[host]:port`` address (the listener reads it the same way),
+    or None when it has none the listener could serve on."""
     try:
-        return int(port)
+        return host_port(addr)[1]
     except ValueError:
         return None
 

@@ -181,6 +181,10 @@ ONE_HOME = {
         "kube/serving.py": "the home",
         "testing/helm.py": "why: an environment switch (GHARC_REQUIRE_HELM), not an address",
     },
+    # an address's host and port, as Go's net.Listen reads it: gharc.kube.serving.host_port
+    r'rpartition\(":"\)': {
+        "kube/serving.py": "the home",
+    },
     # an HRA's bounds (maxReplicas unset: no bound) and last decision:
     # gharc.api.legacy.views.HorizontalRunnerAutoscalerView
     r'get\("(minReplicas|maxReplicas|desiredReplicas)"\)': {
