@@ -12,6 +12,7 @@ import asyncio
 import statistics
 import time
 from collections.abc import Iterable
+from typing import Any
 
 from gharc.sim.github.state import Job
 from gharc.testing.chaos.report import CaseResult
@@ -106,6 +107,9 @@ async def outcome(
     await wait_for_jobs(world, jobs, jobs_timeout)
     await wait_for_drain(world, namespace)
     left = await runner_leftovers(world, namespace)
+    extra: dict[str, Any] = {"runners_without_job": runners_without_job(world)}
+    if any(left.values()):
+        extra["leftover"] = {kind: names for kind, names in left.items() if names}
     return CaseResult(
         case=case,
         submitted=len(jobs),
@@ -114,5 +118,5 @@ async def outcome(
         runners_created=world.runners_created(),
         orphans=orphan_registrations(world, scale_sets),
         leftovers=sum(len(v) for v in left.values()),
-        extra={"runners_without_job": runners_without_job(world)},
+        extra=extra,
     )

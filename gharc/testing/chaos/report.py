@@ -88,7 +88,8 @@ def problems(result: CaseResult) -> list[str]:
     if result.orphans:
         out.append(f"{result.orphans} orphan registrations")
     if result.leftovers:
-        out.append(f"{result.leftovers} leftover runner objects")
+        named = result.extra.get("leftover", "")
+        out.append(f"{result.leftovers} leftover runner objects {named}".rstrip())
     return out
 
 
