@@ -247,44 +247,15 @@ def test_the_actions_client_sends_directly_unless_httpx_must(
 async def test_tls_with_a_private_ca(tmp_path: Any) -> None:
     """GHES behind a private CA: the server's certificate is checked against the bundle, and
     the host name against the certificate."""
-    import datetime
-    import ipaddress
     import ssl
 
-    from cryptography import x509
-    from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import ec
-    from cryptography.x509.oid import NameOID
+    from gharc.testing.certs import TinyCA
 
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "localhost")])
-    now = datetime.datetime.now(datetime.UTC)
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(2)
-        .not_valid_before(now - datetime.timedelta(minutes=1))
-        .not_valid_after(now + datetime.timedelta(days=1))
-        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-        .add_extension(
-            x509.SubjectAlternativeName(
-                [x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]
-            ),
-            critical=False,
-        )
-        .sign(key, hashes.SHA256())
-    )
-    pem = cert.public_bytes(serialization.Encoding.PEM).decode()
-    (tmp_path / "cert.pem").write_text(pem)
-    (tmp_path / "key.pem").write_bytes(
-        key.private_bytes(
-            serialization.Encoding.PEM,
-            serialization.PrivateFormat.PKCS8,
-            serialization.NoEncryption(),
-        )
-    )
+    ca = TinyCA()
+    leaf = ca.issue("localhost", dns_names=("localhost",), ip_addresses=("127.0.0.1",), server=True)
+    pem = ca.cert_pem.decode()
+    (tmp_path / "cert.pem").write_bytes(leaf.cert_pem)
+    (tmp_path / "key.pem").write_bytes(leaf.key_pem)
     server_ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     server_ctx.load_cert_chain(tmp_path / "cert.pem", tmp_path / "key.pem")
     s = Server([ok(b'{"tls":1}'), ok(b'{"tls":2}')])
