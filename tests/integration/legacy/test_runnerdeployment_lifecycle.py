@@ -142,9 +142,11 @@ async def test_scale_down_drains_the_oldest_runner_and_keeps_the_newest(world: W
 
 async def test_a_busy_runner_survives_scale_down_until_its_job_completes(world: World) -> None:
     await world.create_deployment(replicas=2, ephemeral=False)
-    pods = await world.wait_registered(2)
-    oldest = pods[0]["metadata"]["name"]
-    oldest_runner = await world.kube.get(RUNNERS, oldest, namespace=world.namespace)
+    await world.wait_registered(2)
+    # The oldest by its Runner's creation time and name, as the controller orders them: a
+    # pod can be stamped a second later than its Runner, so the pods' order may differ.
+    oldest_runner = (await world.runners())[0]
+    oldest = oldest_runner["metadata"]["name"]
     world.programs[oldest].start_job()
     await world.scale_deployment(1)
 
