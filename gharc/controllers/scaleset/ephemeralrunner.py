@@ -295,6 +295,8 @@ class EphemeralRunnerReconciler:
             return await self._finalize(er)
         if EphemeralRunnerView(er).is_done:
             await self._cleanup_resources(er)
+            if EphemeralRunnerView(er).phase == c.PHASE_SUCCEEDED:
+                await self._release(er)  # a crash in _succeeded left them
             return None
         if not (
             rr.has_finalizer(er, c.FINALIZER_EPHEMERAL_RUNNER)
@@ -405,6 +407,11 @@ class EphemeralRunnerReconciler:
 
     async def _finalize(self, er: JSON) -> Result | None:
         if not rr.has_finalizer(er, c.FINALIZER_EPHEMERAL_RUNNER):
+            return None
+        if EphemeralRunnerView(er).phase == c.PHASE_SUCCEEDED:
+            # Exit 0: the runner de-registered itself; only its objects may be left.
+            await self._cleanup_resources(er)
+            await self._release(er)
             return None
         if rr.has_finalizer(er, c.FINALIZER_EPHEMERAL_RUNNER_REGISTRATION):
             rid = await self._registered_id(er)
@@ -759,25 +766,31 @@ class EphemeralRunnerReconciler:
     async def _succeeded(self, er: JSON) -> Result | None:
         """Exit 0: the runner finished its job and de-registered itself (B5: no RemoveRunner).
 
-        Both finalizers go first, in one write: the registration one so that whoever
-        deletes the object next does not call RemoveRunner for a registration that no longer
-        exists, and the other because nothing is left to clean up at deletion (the pod and
-        secret are deleted right here), so the set's delete needs no second round trip.
-        The pod still exists until after the status write, so a crash in between resumes
-        here and never registers the runner again.
+        The Succeeded phase goes first, while the pod still exists, so a crash after it
+        resumes on the done path and never registers the runner again. Then the pod and
+        secret are deleted, and only then both finalizers go, in one write: the set deletes
+        a finished runner at once, and a runner without finalizers would vanish with its
+        JIT secret still there if this process died between the deletes (chaos
+        leader-kill). The registration finalizer goes too: whoever deletes the object next
+        must not call RemoveRunner for a registration that no longer exists.
         """
-        if rr.has_finalizer(er, c.FINALIZER_EPHEMERAL_RUNNER_REGISTRATION) or rr.has_finalizer(
-            er, c.FINALIZER_EPHEMERAL_RUNNER
-        ):
-            er = await self._drop_finalizer(
-                er, c.FINALIZER_EPHEMERAL_RUNNER_REGISTRATION, c.FINALIZER_EPHEMERAL_RUNNER
-            )
         await self.kube.patch_status(EPHEMERAL_RUNNERS, er, rr.phase_status(c.PHASE_SUCCEEDED))
         log.info(
             "%s/%s: the runner completed", rr.meta(er).get("namespace"), rr.meta(er).get("name")
         )
         await self._cleanup_resources(er)
+        await self._release(er)
         return None
+
+    async def _release(self, er: JSON) -> None:
+        """Drop both finalizers of a runner whose objects are gone and whose registration
+        is (or needs no removal)."""
+        if rr.has_finalizer(er, c.FINALIZER_EPHEMERAL_RUNNER_REGISTRATION) or rr.has_finalizer(
+            er, c.FINALIZER_EPHEMERAL_RUNNER
+        ):
+            await self._drop_finalizer(
+                er, c.FINALIZER_EPHEMERAL_RUNNER_REGISTRATION, c.FINALIZER_EPHEMERAL_RUNNER
+            )
 
     async def _pod_failed(self, er: JSON, pod: JSON, verdict: PodVerdict) -> Result | None:
         """Behaviours B2: fail fast, never count a dead pod as a viable runner."""
