@@ -354,6 +354,15 @@ class World:
         """JIT configs handed out by GitHub: one per runner the controller created."""
         return self.github.calls("*generatejitconfig*", method="POST", status=200)
 
+    def registrations_by_runner(self) -> dict[str, list[float]]:
+        """When each runner name was registered (JIT config handed out), oldest first: more
+        than one time means a registration was replaced (its answer lost, e.g. with the
+        process that asked for it), which is one runner, not two."""
+        times: dict[str, list[float]] = {}
+        for name, _, at in self.github.state.jit_issued:
+            times.setdefault(name, []).append(at)
+        return times
+
     @property
     def controller_pid(self) -> int | None:
         """The controller process id, for CPU and memory readings under /proc."""

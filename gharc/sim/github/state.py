@@ -260,6 +260,9 @@ class FakeGitHubState:
         self.sessions: dict[str, Session] = {}
         self.runners: dict[int, Runner] = {}
         self.jobs: dict[int, Job] = {}
+        #: Every JIT registration handed out, in order: (runner name, runner id, when).
+        #: A runner's name registered twice is one runner whose first answer was lost.
+        self.jit_issued: list[tuple[str, int, float]] = []
         self.runs: dict[int, WorkflowRun] = {}
         self.removed_runners: list[int] = []
         #: Runner processes whose registration was deleted server-side (by token).
@@ -1016,6 +1019,7 @@ class FakeGitHubState:
             last_seen=self.now(),  # the lost-runner timer runs from registration at least
         )
         self.runners[runner.id] = runner
+        self.jit_issued.append((name, runner.id, self.now()))
         config = {
             "gharcFakeJitConfig": 1,
             "serverUrl": self.base_url,

@@ -34,6 +34,8 @@ from gharc.testing.worlds import WorldFactory, enqueue_jobs, listener_pods, scal
 #: The fake's message long poll, seconds (as the e2e tests: a short one keeps runs short).
 SHORT_POLL = 3.0
 LEASE = "gharc-chaos"
+#: How long after a SIGKILL a request the dead process already sent may still be served.
+KILL_GRACE_S = 0.5
 SESSION_CREATE = "*/runnerscalesets/{scale_set_id}/sessions"
 PAT_EXCHANGE = "*/actions/runners/registration-token"
 
@@ -127,6 +129,7 @@ async def leader_kill(factory: WorldFactory, namespace: str, sizes: Sizes = SMAL
         assert victim is not None and standby.proc is not None
         t_kill = time.time()
         await sigkill(victim)
+        t_dead = time.time()
         world.controller = standby.proc  # the survivor is the World's controller now
         after = burst(world, sets, sizes.after, 200, sizes)
 
@@ -138,7 +141,10 @@ async def leader_kill(factory: WorldFactory, namespace: str, sizes: Sizes = SMAL
         result = await outcome(world, "leader-kill", before + after, namespace=ns, scale_sets=sets)
         sessions_after = _sessions(world, sets)
     result.recover_seconds = first_runner_of_reacquired(before + after, t_kill)
+    lost = _registrations_lost_with(world, t_dead)
+    result.allowed_replaced_registrations = len(lost)
     result.extra.update(
+        registrations_lost_with_leader=lost,
         reacquired_s=first_acquired_after(before + after, t_kill),
         lease_taken_s=round(t_lease - t_kill, 1),
         session_409s=_session_conflicts(world) - conflicts_before,
@@ -146,6 +152,18 @@ async def leader_kill(factory: WorldFactory, namespace: str, sizes: Sizes = SMAL
         scale_sets=len(sets),
     )
     return result
+
+
+def _registrations_lost_with(world: World, t_dead: float) -> list[str]:
+    """Runners registered before the leader died and registered again after: the answer
+    to the first registration died with the process that asked (a JIT config is handed out
+    once), so its successor removes that registration and makes a new one. A request the
+    dead process had already sent can be served a moment after its death, hence the grace."""
+    return sorted(
+        name
+        for name, times in world.registrations_by_runner().items()
+        if len(times) == 2 and times[0] < t_dead + KILL_GRACE_S and times[1] > t_dead
+    )
 
 
 async def listener_kill(factory: WorldFactory, namespace: str, sizes: Sizes = SMALL) -> CaseResult:

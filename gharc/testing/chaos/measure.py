@@ -76,7 +76,8 @@ def first_acquired_after(jobs: Iterable[Job], t0: float) -> float | None:
 
 
 def runners_without_job(world: World) -> int:
-    """Registrations GitHub handed out (JIT configs) that never ran a job."""
+    """Registrations GitHub handed out (JIT configs) that never ran a job (a replaced
+    registration is one of them)."""
     ran = {j.runner_id for j in world.github.state.jobs.values() if j.runner_id is not None}
     return max(0, world.runners_created() - len(ran))
 
@@ -110,12 +111,17 @@ async def outcome(
     extra: dict[str, Any] = {"runners_without_job": runners_without_job(world)}
     if any(left.values()):
         extra["leftover"] = {kind: names for kind, names in left.items() if names}
+    registered = world.registrations_by_runner()
+    replaced = sorted(name for name, times in registered.items() if len(times) > 1)
+    if replaced:
+        extra["registered_twice"] = replaced
     return CaseResult(
         case=case,
         submitted=len(jobs),
         done=sum(1 for j in jobs if j.status == "completed"),
         never_got_runner=sum(1 for j in jobs if j.runner_assign_time is None),
-        runners_created=world.runners_created(),
+        runners_created=len(registered),
+        registrations_replaced=sum(len(t) - 1 for t in registered.values()),
         orphans=orphan_registrations(world, scale_sets),
         leftovers=sum(len(v) for v in left.values()),
         extra=extra,

@@ -45,6 +45,12 @@ class CaseResult:
     #: Registrations the fault itself spends (a used JIT config replaced): allowed on top of
     #: one runner per job, as long as runners per job stays within MAX_RUNNERS_PER_JOB.
     allowed_extra_runners: int = 0
+    #: Runners registered a second time under the same name because the answer to the
+    #: first registration was lost (the controller that asked died before storing it).
+    #: One runner still, so not in ``runners_created``; allowed only where the case can
+    #: explain each one (``allowed_replaced_registrations``).
+    registrations_replaced: int = 0
+    allowed_replaced_registrations: int = 0
 
     @property
     def runners_per_job(self) -> float:
@@ -85,6 +91,11 @@ def problems(result: CaseResult) -> list[str]:
         <= result.submitted + result.allowed_extra_runners
     ) or (result.allowed_extra_runners and result.runners_per_job > MAX_RUNNERS_PER_JOB):
         out.append(f"{result.runners_created} runners created for {result.submitted} jobs")
+    if result.registrations_replaced > result.allowed_replaced_registrations:
+        out.append(
+            f"{result.registrations_replaced} runners registered twice "
+            f"({result.allowed_replaced_registrations} explained by the fault)"
+        )
     if result.orphans:
         out.append(f"{result.orphans} orphan registrations")
     if result.leftovers:
