@@ -240,6 +240,15 @@ def runner_started(er: Mapping[str, Any], pod: Mapping[str, Any]) -> bool:
     return "running" in state or bool((state.get("terminated") or {}).get("startedAt"))
 
 
+def _remember(seen: dict[str, float], uid: str) -> dict[str, float]:
+    """``seen`` with ``uid`` added now; bounded: past 10,000 entries the oldest hour goes."""
+    now = time.monotonic()
+    if len(seen) > 10_000:
+        seen = {k: t for k, t in seen.items() if now - t < 3600}
+    seen[uid] = now
+    return seen
+
+
 # --- the reconciler ----------------------------------------------------------------------
 
 
@@ -274,6 +283,9 @@ class EphemeralRunnerReconciler:
         self.recorder = recorder
         self._cleaned: dict[str, float] = {}
         """EphemeralRunner UIDs whose pod and secret deletes were already sent."""
+        self._released: dict[str, float] = {}
+        """EphemeralRunner UIDs whose finalizers this process removed: the object is gone,
+        however long the cache still shows it (the set's delete arrives as an update)."""
         self._pods = Expectations()
         """Pods we created (by EphemeralRunner uid) that the cache does not show yet."""
         self._status_sent: dict[str, float] = {}
@@ -368,11 +380,8 @@ class EphemeralRunnerReconciler:
         return await self._follow_pod(er, pod)
 
     def _remember_status(self, uid: str) -> None:
-        now = time.monotonic()
-        if len(self._status_sent) > 10_000:  # bounded: forget the oldest hour of runners
-            self._status_sent = {k: t for k, t in self._status_sent.items() if now - t < 3600}
         if uid:
-            self._status_sent[uid] = now
+            self._status_sent = _remember(self._status_sent, uid)
 
     # -- finalizers and deletion ---------------------------------------------------------
 
@@ -465,10 +474,7 @@ class EphemeralRunnerReconciler:
                     if not rr.is_deleting(obj):
                         await self.kube.delete(resource, obj, missing_ok=True)
         if uid:
-            now = time.monotonic()
-            if len(self._cleaned) > 10_000:  # bounded: forget the oldest hour of runners
-                self._cleaned = {k: t for k, t in self._cleaned.items() if now - t < 3600}
-            self._cleaned[uid] = now
+            self._cleaned = _remember(self._cleaned, uid)
 
     # -- GitHub ------------------------------------------------------------------------------
 
@@ -785,12 +791,17 @@ class EphemeralRunnerReconciler:
     async def _release(self, er: JSON) -> None:
         """Drop both finalizers of a runner whose objects are gone and whose registration
         is (or needs no removal)."""
+        uid = str(rr.meta(er).get("uid") or "")
+        if uid in self._released:
+            return
         if rr.has_finalizer(er, c.FINALIZER_EPHEMERAL_RUNNER_REGISTRATION) or rr.has_finalizer(
             er, c.FINALIZER_EPHEMERAL_RUNNER
         ):
             await self._drop_finalizer(
                 er, c.FINALIZER_EPHEMERAL_RUNNER_REGISTRATION, c.FINALIZER_EPHEMERAL_RUNNER
             )
+        if uid:
+            self._released = _remember(self._released, uid)
 
     async def _pod_failed(self, er: JSON, pod: JSON, verdict: PodVerdict) -> Result | None:
         """Behaviours B2: fail fast, never count a dead pod as a viable runner."""
