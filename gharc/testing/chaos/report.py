@@ -42,13 +42,15 @@ class CaseResult:
     leftovers: int = 0
     recover_seconds: float | None = None
     extra: dict[str, Any] = field(default_factory=dict)
-    #: Registrations the fault itself spends (a used JIT config replaced): allowed on top of
-    #: one runner per job, as long as runners per job stays within MAX_RUNNERS_PER_JOB.
+    #: Registrations the fault itself spends (a pod lost after its runner redeemed its
+    #: single-use JIT config): each one a new runner or the same runner registered afresh
+    #: under its name; allowed on top of one runner per job, as long as runners per job
+    #: stays within MAX_RUNNERS_PER_JOB.
     allowed_extra_runners: int = 0
-    #: Runners registered a second time under the same name because the answer to the
-    #: first registration was lost (the controller that asked died before storing it).
-    #: One runner still, so not in ``runners_created``; allowed only where the case can
-    #: explain each one (``allowed_replaced_registrations``).
+    #: Runners registered a second time under the same name: a fresh registration after a
+    #: used config (within ``allowed_extra_runners``), or one whose first answer was lost
+    #: with the controller that asked (``allowed_replaced_registrations``, where the case
+    #: can explain each). One runner still, so not in ``runners_created``.
     registrations_replaced: int = 0
     allowed_replaced_registrations: int = 0
 
@@ -85,16 +87,23 @@ def problems(result: CaseResult) -> list[str]:
         out.append(f"{result.never_got_runner} jobs never got a runner")
     if result.done != result.submitted:
         out.append(f"{result.submitted - result.done} of {result.submitted} jobs not done")
-    if not (
-        result.submitted
-        <= result.runners_created
-        <= result.submitted + result.allowed_extra_runners
-    ) or (result.allowed_extra_runners and result.runners_per_job > MAX_RUNNERS_PER_JOB):
-        out.append(f"{result.runners_created} runners created for {result.submitted} jobs")
-    if result.registrations_replaced > result.allowed_replaced_registrations:
+    unexplained = max(0, result.registrations_replaced - result.allowed_replaced_registrations)
+    spent = result.runners_created - result.submitted + unexplained
+    registrations = result.runners_created + result.registrations_replaced
+    if (
+        result.runners_created < result.submitted
+        or spent > result.allowed_extra_runners
+        or (
+            result.allowed_extra_runners
+            and result.submitted
+            and registrations / result.submitted > MAX_RUNNERS_PER_JOB
+        )
+    ):
         out.append(
-            f"{result.registrations_replaced} runners registered twice "
-            f"({result.allowed_replaced_registrations} explained by the fault)"
+            f"{result.runners_created} runners created for {result.submitted} jobs, "
+            f"{result.registrations_replaced} registered twice "
+            f"({result.allowed_extra_runners} extra and "
+            f"{result.allowed_replaced_registrations} replaced explained by the fault)"
         )
     if result.orphans:
         out.append(f"{result.orphans} orphan registrations")

@@ -20,15 +20,29 @@ def _world(issued: list[tuple[str, int, float]]) -> Any:
 
 
 def _result(**kw: Any) -> CaseResult:
-    return CaseResult(case="c", submitted=2, done=2, runners_created=2, **kw)
+    kw.setdefault("runners_created", 24)
+    return CaseResult(case="c", submitted=24, done=24, **kw)
 
 
 def test_a_second_registration_fails_the_case_unless_the_fault_explains_it() -> None:
     assert problems(_result()) == []
     assert problems(_result(registrations_replaced=1)) == [
-        "1 runners registered twice (0 explained by the fault)"
+        "24 runners created for 24 jobs, 1 registered twice "
+        "(0 extra and 0 replaced explained by the fault)"
     ]
+    # Lost with the leader (leader-kill) ...
     assert problems(_result(registrations_replaced=1, allowed_replaced_registrations=1)) == []
+    # ... or the registration a lost pod's used config costs (used-jit-config): either a new
+    # runner or the same one afresh, but not both for one loss.
+    assert problems(_result(registrations_replaced=1, allowed_extra_runners=1)) == []
+    assert problems(_result(runners_created=25, allowed_extra_runners=1)) == []
+    assert problems(_result(runners_created=25, registrations_replaced=1, allowed_extra_runners=1))
+
+
+def test_extra_registrations_stay_within_the_runners_per_job_bar() -> None:
+    many = CaseResult(case="c", submitted=10, done=10, runners_created=10, registrations_replaced=1)
+    many.allowed_extra_runners = 1
+    assert problems(many)  # 11 registrations for 10 jobs: over 1.05 per job
 
 
 def test_only_a_registration_made_before_the_kill_and_redone_after_it_is_lost_with_it() -> None:
