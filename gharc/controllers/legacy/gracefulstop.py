@@ -105,8 +105,14 @@ class GracefulStop:
             if not exited and not timed_out and not pending:
                 log.info("pod %s: waiting for the runner to register before unregistering", name)
                 return pod, self._retry()  # 2
+            log.info(
+                "pod %s: no runner registered under its name (%s); nothing to remove",
+                name,
+                "stopped" if exited else "timed out" if timed_out else "pending",
+            )
             return pod, None  # 3, 4, 5: nothing registered, nothing to remove
         if deregistered:
+            log.info("pod %s: runner %d exited by itself and de-registered", name, runner_id)
             return pod, None  # 6: an exited runner has de-registered itself (B5)
         if c.ANNOTATION_RUNNER_COMPLETION_WAIT_START_TIMESTAMP in ann and not exited:
             ephemeral = (p.runner_env(pod) or {}).get(c.ENV_RUNNER_EPHEMERAL) == "true"
@@ -132,7 +138,12 @@ class GracefulStop:
             )
             return pod, None
         except gh.NotFound:
-            return pod, None  # already gone from GitHub
+            # Gone from GitHub; but a restarted runner container registers again under the
+            # pod's name with a new id, which the annotation does not name.
+            again = await find_runner_id(client, name)
+            if again is not None and again != runner_id:
+                return await self._remove(pod, client, again)
+            return pod, None
         except gh.UnprocessableEntity as err:
             if p.runner_container_terminated(pod):
                 return pod, None

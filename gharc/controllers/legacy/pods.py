@@ -137,8 +137,15 @@ class RunnerPods:
         )
 
     def _observe(self, pod: Mapping[str, Any]) -> None:
-        if is_stopped(pod) and not is_deleting(pod):
+        if is_deleting(pod):
+            return
+        if is_stopped(pod):
             self._exited_live.add(_uid(pod))
+        else:
+            # Running again: a StatefulSet's pod restarts its exited runner container, and
+            # that runner registers again under the pod's name (RunnerSet, restartPolicy
+            # Always); its exit no longer says anything about the registration.
+            self._exited_live.discard(_uid(pod))
 
     def exited_before_deletion(self, pod: Mapping[str, Any]) -> bool:
         """The informer saw this pod's runner stopped while the pod was not being deleted.
