@@ -4,7 +4,6 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -31,7 +30,6 @@ async def world(kubeconfig: str, namespace: str) -> AsyncIterator[World]:
 
 async def test_rate_limited_jit_config_does_not_block_another_runner(world: World) -> None:
     world.gh.add_fault("secondary_rate_limit", route=JIT, status=429, retry_after=30, count=1)
-    start = time.monotonic()
     await world.create_ers(replicas=2, patch_id=1)
 
     async def one_registered() -> list[JSON] | None:
@@ -42,7 +40,6 @@ async def test_rate_limited_jit_config_does_not_block_another_runner(world: Worl
     [registered] = await eventually(
         one_registered, timeout=15, message="the other runner registered"
     )
-    assert time.monotonic() - start < 15
     # The limited runner waits for the limit to lift (30 s), without retrying before.
     name = registered["metadata"]["name"]
     waiting = [r for r in await world.runners() if r["metadata"]["name"] != name]

@@ -4,7 +4,7 @@ A listener that dies without deleting its session leaves it alive at GitHub; the
 like the service for minutes, answers a second create with 409. Before the session was
 recorded on the EphemeralRunnerSet, the successor waited that out with no runner created
 for any job meanwhile. These tests "kill" a listener by cancelling its task (no stop, so no
-session delete), or with SIGKILL for a real process, and time the successor.
+session delete), or with SIGKILL for a real process, and count what the successor asks of GitHub.
 """
 
 from __future__ import annotations
@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import signal
-import time
 
 import pytest
 from listener_world import ERS_NAME, World, in_process, spawn
@@ -67,16 +66,13 @@ async def test_successor_resumes_a_dead_listeners_session(world: World) -> None:
         await patcher.aclose()
     assert world.active_session() is dead_session  # still held at GitHub
     creates_before = world.gh.calls("*/sessions", method="POST")
-    began = time.monotonic()
     async with in_process(world, session_conflict_attempts=3) as second:
         await eventually(lambda: _true(second.polls >= 1), timeout=10, message="polling")
-        took = time.monotonic() - began
         assert second.sessions.taken_over == dead_session.id
         (rid,) = world.enqueue(1)
         await eventually(lambda: _first(world.spec(), 1), timeout=10, message="job scaled")
     # Resumed, not re-created: no create call at all, so no 409 loop.
     assert world.gh.calls("*/sessions", method="POST") == creates_before
-    assert took < 5
     assert rid
 
 
@@ -89,20 +85,17 @@ async def test_sigkilled_listener_process_is_replaced_within_seconds(world: Worl
         first.send_signal(signal.SIGKILL)
         await first.wait()
     assert world.active_session() is not None  # the kill left it behind
-    began = time.monotonic()
+    creates_before = world.gh.calls("*/sessions", method="POST")
     second = await spawn(world, config_path)
     try:
         (rid,) = world.enqueue(1)
         await eventually(lambda: _first(world.spec(), 1), timeout=30, message="job scaled")
-        recovered = time.monotonic() - began
     finally:
         second.send_signal(signal.SIGTERM)
         await asyncio.wait_for(second.communicate(), timeout=15)
-    # A process start (imports) plus one resume: seconds, not the minutes of a 409 wait
-    # (about 3 s on an idle machine; the bound leaves room for a loaded CI machine, and the
-    # chaos suite prints the number).
-    print(f"next job reached the runner set {recovered:.1f}s after the kill")
-    assert recovered < 45, f"next job reached the runner set {recovered:.1f}s after the kill"
+    # A process start plus one resume, not the minutes of a 409 wait: the successor created
+    # no session at all (the chaos suite prints how many seconds that takes).
+    assert world.gh.calls("*/sessions", method="POST") == creates_before, world.gh.call_table()
     assert second.returncode == 0
     assert rid
 
