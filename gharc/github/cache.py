@@ -84,6 +84,16 @@ class MemoryStorage(AsyncBaseStorage):
             tti,
             now,
         )
+        # A full response supersedes what is stored for the same request: hishel revalidates
+        # with the entry whose Date is latest, and Dates of one second tie, so a superseded
+        # entry's ETag would be sent and every later revalidation would get a 200, not a 304.
+        for sid, old in list(self._by_id.items()):
+            if (
+                old.key == key
+                and old.request.method == request.method
+                and str(old.request.url) == str(request.url)
+            ):
+                del self._by_id[sid]
         self._by_id[stored.id] = stored
         while len(self._by_id) > self._max:
             self._by_id.popitem(last=False)

@@ -185,6 +185,8 @@ class RestClient:
         key: str,
         per_page: int,
         params: dict[str, Any] | None = None,
+        *,
+        fresh: bool = False,
     ) -> list[dict[str, Any]]:
         items: list[dict[str, Any]] = []
         page = 1
@@ -194,6 +196,8 @@ class RestClient:
                 path,
                 endpoint=endpoint,
                 params={**(params or {}), "per_page": per_page, "page": page},
+                # revalidated with its ETag, not served from the cache: a 304 costs no quota
+                extra_headers={"Cache-Control": "no-cache"} if fresh else None,
             )
             chunk = response.json().get(key) or []
             items.extend(chunk)
@@ -227,10 +231,16 @@ class RestClient:
     def forget_registration_token(self) -> None:
         self._reg_token = None
 
-    async def list_runners(self) -> list[Runner]:
+    async def list_runners(self, *, fresh: bool = False) -> list[Runner]:
+        """The scope's runners; ``fresh`` asks GitHub rather than a cached answer up to its
+        max-age old (60 s on github.com), for a decision a registration made since may undo."""
         prefix, template = self._scope_path()
         raw = await self._paginate(
-            f"{prefix}/actions/runners", f"{template}/actions/runners", "runners", 100
+            f"{prefix}/actions/runners",
+            f"{template}/actions/runners",
+            "runners",
+            100,
+            fresh=fresh,
         )
         return [Runner.model_validate(r) for r in raw]
 

@@ -9,6 +9,7 @@ finished its job) has already de-registered itself and costs no API call.
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -26,6 +27,10 @@ from gharc.kube.resources import PODS
 log = logging.getLogger(__name__)
 JSON = dict[str, Any]
 
+#: How long past a pod's deletion deadline its kubelet may still report: after that no
+#: kubelet is answering for it (a lost node), so no runner container starts there again.
+SILENT_KUBELET_MARGIN = dt.timedelta(seconds=10)
+
 
 @dataclass
 class StopOutcome:
@@ -42,9 +47,10 @@ async def annotate_once(kube: KubeClient, pod: JSON, key: str, value: str) -> JS
     return await kube.merge_patch(PODS, pod, {"metadata": {"annotations": {key: value}}})
 
 
-async def find_runner_id(client: RestClient, name: str) -> int | None:
-    """The GitHub runner ID by name, from the (cached, per-scope) List Runners answer."""
-    for runner in await client.list_runners():
+async def find_runner_id(client: RestClient, name: str, *, fresh: bool = False) -> int | None:
+    """The GitHub runner ID by name, from the (cached, per-scope) List Runners answer, or
+    from GitHub itself when ``fresh``."""
+    for runner in await client.list_runners(fresh=fresh):
         if runner.name == name:
             return runner.id
     return None
@@ -121,6 +127,30 @@ class GracefulStop:
             return pod, None
         return await self._remove(pod, client, runner_id)  # 8
 
+    async def after_deletion(self, pod: JSON, client: RestClient) -> Result | None:
+        """For a pod that restarts its runner: remove what registered since the stop.
+
+        Whatever the earlier decision (an exit seen, a 404, an unregistration finished
+        before a scale-down's delete), the kubelet may have started the runner container
+        again meanwhile, and that runner registered under the pod's name: a registration
+        no rule knows of, left offline once the pod is gone. So before the pod may go, wait
+        until the kubelet will not start the container again, then ask GitHub (not the
+        cache) for the name once more.
+        """
+        if not p.restarts_runner(pod):
+            return None
+        now = self.options.clock()
+        if not p.stopped_for_good(pod, now, SILENT_KUBELET_MARGIN):
+            return self._retry()
+        runner_id = await find_runner_id(client, str(pod["metadata"]["name"]), fresh=True)
+        if runner_id is None:
+            return None
+        log.info(
+            "pod %s: runner %d registered again after its stop", pod["metadata"]["name"], runner_id
+        )
+        _, retry = await self._remove(pod, client, runner_id)
+        return retry
+
     async def _remove(
         self, pod: JSON, client: RestClient, runner_id: int
     ) -> tuple[JSON, Result | None]:
@@ -140,7 +170,7 @@ class GracefulStop:
         except gh.NotFound:
             # Gone from GitHub; but a restarted runner container registers again under the
             # pod's name with a new id, which the annotation does not name.
-            again = await find_runner_id(client, name)
+            again = await find_runner_id(client, name, fresh=True)
             if again is not None and again != runner_id:
                 return await self._remove(pod, client, again)
             return pod, None

@@ -44,6 +44,20 @@ def runner_container_terminated_before(pod: Mapping[str, Any]) -> bool:
     return bool((_runner_status(pod).get("lastState") or {}).get("terminated"))
 
 
+def _deletion_requested(pod: Mapping[str, Any]) -> dt.datetime | None:
+    """When the pod's deletion was asked for (a pod's deletionTimestamp is its deadline)."""
+    deadline = deleting_since(pod)
+    if deadline is None:
+        return None
+    grace = meta_of(pod).get("deletionGracePeriodSeconds") or 0
+    return deadline - dt.timedelta(seconds=int(grace))
+
+
+def _runner_finished(pod: Mapping[str, Any]) -> dt.datetime | None:
+    terminated = (_runner_status(pod).get("state") or {}).get("terminated") or {}
+    return parse_time(terminated.get("finishedAt"))
+
+
 def stopped_by_deletion(pod: Mapping[str, Any]) -> bool:
     """The pod is being deleted and its runner container did not exit before that.
 
@@ -54,19 +68,39 @@ def stopped_by_deletion(pod: Mapping[str, Any]) -> bool:
     collector after a RunnerSet's deletion, a user's ``kubectl delete``) must still be
     unregistered, whichever of the kubelet and graceful stop gets there first.
     """
-    deleting = deleting_since(pod)
-    if deleting is None:
-        return False
-    grace = meta_of(pod).get("deletionGracePeriodSeconds") or 0
-    requested = deleting - dt.timedelta(seconds=int(grace))  # a pod's timestamp is its deadline
-    runner = _runner_status(pod)
-    if not runner:
-        return False  # the runner never started: nothing was registered
-    terminated = (runner.get("state") or {}).get("terminated") or {}
-    finished = parse_time(terminated.get("finishedAt"))
+    requested = _deletion_requested(pod)
+    if requested is None or not _runner_status(pod):
+        return False  # not being deleted, or the runner never started: nothing registered
+    finished = _runner_finished(pod)
     # Timestamps have 1 s resolution: the same second counts as stopped by the deletion
     # (at worst one RemoveRunner answered 404).
     return finished is None or finished >= requested.replace(microsecond=0)
+
+
+def restarts_runner(pod: Mapping[str, Any]) -> bool:
+    """The kubelet starts the runner container again after it exits (a RunnerSet's pod:
+    restartPolicy Always), and the new runner registers again under the pod's name."""
+    return (spec_of(pod).get("restartPolicy") or "Always") != "Never"
+
+
+def stopped_for_good(pod: Mapping[str, Any], now: dt.datetime, margin: dt.timedelta) -> bool:
+    """A pod being deleted whose runner container the kubelet will not start again.
+
+    The kubelet moves a pod it has stopped for its deletion to a terminal phase, and does
+    not restart a container it stopped after the deletion began. Past the deletion's
+    deadline (plus ``margin``) no kubelet is answering (a lost node), so nothing starts.
+    """
+    requested = _deletion_requested(pod)
+    if requested is None:
+        return False
+    if status_of(pod).get("phase") in ("Succeeded", "Failed"):
+        return True
+    deadline = deleting_since(pod)
+    if deadline is not None and now > deadline + margin:
+        return True
+    finished = _runner_finished(pod)
+    # A strict bound: an exit in the same second as the request may predate it.
+    return finished is not None and finished > requested
 
 
 def is_stopped(pod: Mapping[str, Any]) -> bool:

@@ -117,9 +117,13 @@ class RunnerPodReconciler:
                 return Result(requeue_after=c.LINKED_RESOURCES_RETRY_DELAY.total_seconds())
             pod = dict(await remove_finalizer(self.kube, PODS, pod, c.FINALIZER_LINKED_RESOURCES))
         if has_finalizer(pod, c.FINALIZER_RUNNER_POD):
-            outcome = await self.stop.tick(pod, await self._client(pod, env))
+            client = await self._client(pod, env)
+            outcome = await self.stop.tick(pod, client)
             if outcome.retry is not None:
                 return outcome.retry
+            retry = await self.stop.after_deletion(outcome.pod, client)
+            if retry is not None:
+                return retry
             try:
                 await remove_finalizer(self.kube, PODS, outcome.pod, c.FINALIZER_RUNNER_POD)
             except errors.NotFound:

@@ -97,6 +97,20 @@ async def test_etag_revalidation_is_304(
     assert [r.name for r in third] == ["one", "two"]  # changed body: new ETag, 200
 
 
+async def test_a_fresh_list_sees_a_registration_made_within_max_age(
+    rest: RestClient, gh: FakeGitHubServer
+) -> None:
+    gh.state.register_static_runner(_tenant(gh), "one", ["linux"])
+    await rest.list_runners()
+    gh.state.register_static_runner(_tenant(gh), "two", ["linux"])
+    assert [r.name for r in await rest.list_runners()] == ["one"]  # cached, max-age 60 s
+    fresh = await rest.list_runners(fresh=True)
+    assert [r.name for r in fresh] == ["one", "two"]
+    again = await rest.list_runners(fresh=True)  # unchanged: revalidated, 304, no quota
+    assert [r.name for r in again] == ["one", "two"]
+    assert gh.calls(RUNNERS, status=200) == 2 and gh.calls(RUNNERS, status=304) == 1
+
+
 async def test_cache_shared_per_scope_and_credential(
     gh: FakeGitHubServer, metrics: GitHubMetrics
 ) -> None:

@@ -8,6 +8,7 @@ after its RunnerSet was deleted (tests/realnode/test_realnode_legacy_runnerset.p
 
 from __future__ import annotations
 
+import datetime as dt
 from types import SimpleNamespace
 from typing import Any
 
@@ -63,8 +64,12 @@ class _Client:
 
     def __init__(self) -> None:
         self.removed: list[int] = []
+        self.fresh_lists = 0
 
-    async def list_runners(self) -> list[Any]:
+    async def list_runners(self, *, fresh: bool = False) -> list[Any]:
+        self.fresh_lists += fresh
+        if 9 in self.removed:
+            return []
         return [SimpleNamespace(id=9, name="rs-abcde-0")]
 
     async def remove_runner(self, runner_id: int) -> None:
@@ -80,3 +85,39 @@ async def test_removal_finds_the_registration_made_after_the_annotated_one() -> 
     _, retry = await stop._remove(pod, client, 7)  # type: ignore[arg-type]
     assert retry is None
     assert client.removed == [9]
+    assert client.fresh_lists == 1  # a cached list may predate the new registration
+
+
+def _deleted(state: dict[str, Any], phase: str, policy: str = "Always") -> dict[str, Any]:
+    pod = _pod(state, deleting=True)
+    pod["metadata"]["deletionGracePeriodSeconds"] = 30  # requested at 09:59:30
+    pod["spec"] = {"restartPolicy": policy}
+    pod["status"]["phase"] = phase
+    return pod
+
+
+async def test_a_deleted_pod_is_held_until_its_runner_cannot_start_again() -> None:
+    """The CI failure: graceful stop took the exit after the job for the last word (rule 6),
+    the kubelet started the runner container again, and that runner registered again."""
+    clock = [dt.datetime(2026, 12, 3, 9, 59, 40, tzinfo=dt.UTC)]
+    stop = GracefulStop(kube=None, options=LegacyOptions(clock=lambda: clock[0]))  # type: ignore[arg-type]
+    client = _Client()
+    # exited after its job, before the deletion: the kubelet may still restart it
+    assert await stop.after_deletion(_deleted(EXITED, "Running"), client) is not None  # type: ignore[arg-type]
+    assert client.removed == [] and client.fresh_lists == 0
+    # the kubelet stopped the pod for its deletion: the name is asked of GitHub once more
+    assert await stop.after_deletion(_deleted(EXITED, "Failed"), client) is None  # type: ignore[arg-type]
+    assert client.removed == [9] and client.fresh_lists == 1
+    # a runner stopped after the deletion began is not started again either
+    stopped = {"terminated": {**EXITED["terminated"], "finishedAt": "2026-12-03T09:59:35Z"}}
+    assert await stop.after_deletion(_deleted(stopped, "Running"), client) is None  # type: ignore[arg-type]
+    # no kubelet answering past the deadline (a lost node): nothing will start there
+    clock[0] = dt.datetime(2026, 12, 3, 10, 0, 11, tzinfo=dt.UTC)
+    assert await stop.after_deletion(_deleted(RUNNING, "Running"), client) is None  # type: ignore[arg-type]
+
+
+async def test_a_runner_pod_that_never_restarts_needs_no_second_look() -> None:
+    stop = GracefulStop(kube=None, options=LegacyOptions())  # type: ignore[arg-type]
+    client = _Client()
+    assert await stop.after_deletion(_deleted(EXITED, "Running", "Never"), client) is None  # type: ignore[arg-type]
+    assert client.fresh_lists == 0 and client.removed == []
