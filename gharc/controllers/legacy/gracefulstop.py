@@ -142,12 +142,11 @@ class GracefulStop:
         now = self.options.clock()
         if not p.stopped_for_good(pod, now, SILENT_KUBELET_MARGIN):
             return self._retry()
-        runner_id = await find_runner_id(client, str(pod["metadata"]["name"]), fresh=True)
+        name = str(pod["metadata"]["name"])
+        runner_id = await find_runner_id(client, name, fresh=True)
         if runner_id is None:
             return None
-        log.info(
-            "pod %s: runner %d registered again after its stop", pod["metadata"]["name"], runner_id
-        )
+        log.info("pod %s: runner %d registered again after its stop", name, runner_id)
         _, retry = await self._remove(pod, client, runner_id)
         return retry
 

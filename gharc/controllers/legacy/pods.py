@@ -44,11 +44,8 @@ def runner_container_terminated_before(pod: Mapping[str, Any]) -> bool:
     return bool((_runner_status(pod).get("lastState") or {}).get("terminated"))
 
 
-def _deletion_requested(pod: Mapping[str, Any]) -> dt.datetime | None:
-    """When the pod's deletion was asked for (a pod's deletionTimestamp is its deadline)."""
-    deadline = deleting_since(pod)
-    if deadline is None:
-        return None
+def _deletion_requested(pod: Mapping[str, Any], deadline: dt.datetime) -> dt.datetime:
+    """When the pod's deletion was asked for: its deletionTimestamp is the deadline."""
     grace = meta_of(pod).get("deletionGracePeriodSeconds") or 0
     return deadline - dt.timedelta(seconds=int(grace))
 
@@ -68,9 +65,10 @@ def stopped_by_deletion(pod: Mapping[str, Any]) -> bool:
     collector after a RunnerSet's deletion, a user's ``kubectl delete``) must still be
     unregistered, whichever of the kubelet and graceful stop gets there first.
     """
-    requested = _deletion_requested(pod)
-    if requested is None or not _runner_status(pod):
+    deadline = deleting_since(pod)
+    if deadline is None or not _runner_status(pod):
         return False  # not being deleted, or the runner never started: nothing registered
+    requested = _deletion_requested(pod, deadline)
     finished = _runner_finished(pod)
     # Timestamps have 1 s resolution: the same second counts as stopped by the deletion
     # (at worst one RemoveRunner answered 404).
@@ -90,17 +88,14 @@ def stopped_for_good(pod: Mapping[str, Any], now: dt.datetime, margin: dt.timede
     not restart a container it stopped after the deletion began. Past the deletion's
     deadline (plus ``margin``) no kubelet is answering (a lost node), so nothing starts.
     """
-    requested = _deletion_requested(pod)
-    if requested is None:
-        return False
-    if status_of(pod).get("phase") in ("Succeeded", "Failed"):
-        return True
     deadline = deleting_since(pod)
-    if deadline is not None and now > deadline + margin:
+    if deadline is None:
+        return False
+    if status_of(pod).get("phase") in ("Succeeded", "Failed") or now > deadline + margin:
         return True
     finished = _runner_finished(pod)
     # A strict bound: an exit in the same second as the request may predate it.
-    return finished is not None and finished > requested
+    return finished is not None and finished > _deletion_requested(pod, deadline)
 
 
 def is_stopped(pod: Mapping[str, Any]) -> bool:
