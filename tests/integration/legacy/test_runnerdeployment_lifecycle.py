@@ -114,13 +114,14 @@ async def test_a_template_change_rolls_out_a_new_replica_set_and_drains_the_old_
 
 async def test_scale_down_drains_the_oldest_runner_and_keeps_the_newest(world: World) -> None:
     await world.create_deployment(replicas=1, ephemeral=False)
-    [first] = await world.wait_registered(1)
-    first_runner = await world.kube.get(
-        RUNNERS, first["metadata"]["name"], namespace=world.namespace
-    )
+    await world.wait_registered(1)
     await world.scale_deployment(2)
-    pods = await world.wait_registered(2)
-    newest = next(x for x in pods if x["metadata"]["name"] != first["metadata"]["name"])
+    await world.wait_registered(2)
+    # Oldest and newest by the Runners' creation time and name, as the controller orders
+    # them: created within one second (creationTimestamp's resolution), the two tie on
+    # time and the name decides, whichever was created first (clean-clone CI on an idle
+    # machine drained the second-created runner for that reason).
+    first_runner, newest = await world.runners()
     await world.scale_deployment(1)
 
     async def drained() -> list[dict[str, Any]] | None:
@@ -132,7 +133,7 @@ async def test_scale_down_drains_the_oldest_runner_and_keeps_the_newest(world: W
 
     # The drained runner's pod and registration Secret are owned by its Runner alone, so
     # the garbage collector takes them (tests/realnode checks that it does).
-    name = first["metadata"]["name"]
+    name = first_runner["metadata"]["name"]
     assert await world.orphaned(SECRETS, f"{name}-registration", first_runner)
     assert await world.orphaned(PODS, name, first_runner)
     assert await world.kube.get(
