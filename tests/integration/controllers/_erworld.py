@@ -68,6 +68,14 @@ class MemoryRecorder:
     def reasons(self, name: str | None = None) -> list[str]:
         return [r for n, _, r, _ in self.events if name is None or n == name]
 
+    async def seen(self, reason: str, name: str | None = None, timeout: float = 10) -> None:
+        """Wait for an event: controllers send it after the change a test waits on."""
+        await eventually(
+            lambda: reason in self.reasons(name),
+            timeout=timeout,
+            message=f"a {reason} event" + (f" on {name}" if name else ""),
+        )
+
 
 @dataclass
 class World:

@@ -62,7 +62,7 @@ async def test_lost_jit_answer_is_recovered_and_the_runner_takes_the_job(world: 
     await world.create_ers(replicas=1, patch_id=1)
     await _runner_takes_a_job(world)
     assert world.gh.calls(JIT, method="POST") <= 10
-    assert "RegistrationReplaced" in world.recorder.reasons()
+    await world.recorder.seen("RegistrationReplaced")
 
 
 async def test_a_name_that_cannot_be_freed_is_given_up_for_a_new_runner(world: World) -> None:
@@ -78,7 +78,7 @@ async def test_a_name_that_cannot_be_freed_is_given_up_for_a_new_runner(world: W
     await _runner_takes_a_job(world, timeout=60, only=False)
     [er] = await world.runners()
     assert er["metadata"]["name"] != first["metadata"]["name"]
-    assert "RegistrationConflict" in world.recorder.reasons(first["metadata"]["name"])
+    await world.recorder.seen("RegistrationConflict", first["metadata"]["name"])
     assert world.gh.calls(JIT, method="POST") <= 10
 
 

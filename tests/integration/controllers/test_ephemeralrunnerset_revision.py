@@ -84,7 +84,7 @@ async def test_b4_revision_rebuilds_idle_and_pending_keeps_busy(world: World) ->
     status = (await world.ers())["status"]
     assert status["appliedActionableRevision"] == 2
     assert status.get("finishedRunnerCleanupPatchID") is None
-    assert "RevisionApplied" in world.recorder.reasons("set")
+    await world.recorder.seen("RevisionApplied", "set")
 
 
 async def test_b4_empty_env_list_is_not_drift(world: World) -> None:

@@ -88,8 +88,8 @@ async def test_runners_of_a_lost_node_are_replaced(world: World, api_client: Any
 
         await eventually(recovered, timeout=60, message="3 runners Running on a live node")
         assert len((await world.runner(idle))["status"]["failures"]) == 1
-        assert "RunnerFailed" in world.recorder.reasons(busy)
-        assert "PodFailed" in world.recorder.reasons(idle)
+        await world.recorder.seen("RunnerFailed", busy)
+        await world.recorder.seen("PodFailed", idle)
         with pytest.raises(NotFound):
             await world.kube.get(PODS, busy, namespace=world.namespace)
     finally:
