@@ -370,7 +370,11 @@ class EphemeralRunnerReconciler:
                 # The pod needs neither the write nor its answer (``er`` was just read or
                 # made): one round trip less on the way from EphemeralRunner to pod. If
                 # either fails, the next reconcile finds the other done and finishes.
-                _, result = await asyncio.gather(write(), self._create_pod(er, secret, fresh=True))
+                status_written = asyncio.ensure_future(write())
+                _, result = await asyncio.gather(
+                    status_written,
+                    self._create_pod(er, secret, fresh=True, status_written=status_written),
+                )
                 return result
             await write()
             er, fresh = written, True
@@ -657,7 +661,9 @@ class EphemeralRunnerReconciler:
         return _JitSecret(er, None)
 
     async def _remove_registration(self, er: JSON) -> None:
-        rid = EphemeralRunnerView(er).runner_id
+        # NB: from the secret when status has no runnerId yet: a pod that cannot be made
+        # fails the runner before the runnerId write has reached ``er``.
+        rid = await self._registered_id(er)
         if not rid:
             return
         try:
@@ -672,7 +678,20 @@ class EphemeralRunnerReconciler:
         ladder = self.options.runner_failure_backoff
         return float(ladder[min(failures, len(ladder) - 1)]) if ladder else 0.0
 
-    async def _create_pod(self, er: JSON, secret: JSON, *, fresh: bool = False) -> Result | None:
+    async def _create_pod(
+        self,
+        er: JSON,
+        secret: JSON,
+        *,
+        fresh: bool = False,
+        status_written: asyncio.Future[None] | None = None,
+    ) -> Result | None:
+        """Create the runner's pod, or say why it cannot be made.
+
+        ``status_written`` is the runnerId write sent alongside the first create: a failure
+        is written only after it has landed, or its ``phase: Pending`` could land second,
+        undo ``Failed`` and have a runner whose secret was cleaned up registered again.
+        """
         # NB: uncached (unless ``er`` was just read or written): the failure that deleted the
         # previous pod was written moments ago, and its pod-deleted event often arrives
         # before the cache has the new failures; a stale read would skip the backoff (B2).
@@ -698,11 +717,15 @@ class EphemeralRunnerReconciler:
         except kerr.AlreadyExists:
             return Result(requeue_after=ALREADY_EXISTS_REQUEUE)
         except kerr.Invalid as err:
+            if status_written is not None:
+                await asyncio.wait([status_written])
             await self._mark_failed(
                 er, c.REASON_INVALID_POD, f"Failed to create the pod: {err.message}"
             )
             return None
         except kerr.Forbidden as err:
+            if status_written is not None:
+                await asyncio.wait([status_written])
             if "exceeded quota:" in err.message:
                 created = parse_time(rr.meta(er).get("creationTimestamp"))
                 age = (now() - created).total_seconds() if created else 0.0

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
+from typing import Any
 
 import pytest
 from _erworld import World, jit_data, runner_template, world_fixture
@@ -215,6 +216,43 @@ async def test_invalid_pod_template_is_reported_without_a_hot_loop(world: World)
     delta = {k: v - creates.get(k, 0) for k, v in world.kube.request_counts.items()}
     assert sum(v for (verb, res, _), v in delta.items() if verb == "create") == 0, delta
     assert len(await world.runners()) == 2
+
+
+async def test_invalid_pod_stays_failed_when_the_runner_id_write_lands_last(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The runnerId write and the first pod create go out together; on a loaded API server
+    the write can land after the create's failure was written. Its Pending must not undo
+    Failed: a runner taken for live again lost its secret to the cleanup and was registered
+    anew, a registration churn for a template that can never make a pod."""
+    patch_status = world.kube.patch_status
+
+    async def runner_id_write_last(*args: Any, **kwargs: Any) -> Any:
+        patch = args[2] if len(args) > 2 else kwargs["patch"]
+        if "runnerId" in (patch.get("status") or {}):
+            await asyncio.sleep(0.5)
+        return await patch_status(*args, **kwargs)
+
+    monkeypatch.setattr(world.kube, "patch_status", runner_id_write_last)
+    template = runner_template()
+    template["spec"]["restartPolicy"] = "Sometimes"
+    await world.create_ers(replicas=1, template=template)
+
+    async def reported() -> dict | None:
+        runners = await world.runners()
+        return (
+            runners[0]
+            if runners
+            and c.REASON_INVALID_POD in world.recorder.reasons(runners[0]["metadata"]["name"])
+            else None
+        )
+
+    er = await eventually(reported, timeout=20, message="an InvalidPod runner")
+    await asyncio.sleep(2)  # the delayed write and any reconcile it wakes have landed
+    [er] = await world.runners()
+    assert er["status"]["phase"] == c.PHASE_FAILED, er["status"]
+    assert "RegistrationLost" not in world.recorder.reasons(er["metadata"]["name"])
+    assert world.registered() == set()  # its one registration removed, none made again
 
 
 async def test_exit_code_7_marks_runner_and_set_outdated(world: World) -> None:
