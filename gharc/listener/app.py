@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import random
 import signal
@@ -32,7 +33,7 @@ from gharc.github.errors import GitHubError
 from gharc.listener.capacity import CapacityPolicy
 from gharc.listener.config import ConfigError, ListenerConfig
 from gharc.listener.handler import MessageHandler
-from gharc.listener.kube import RunnerSetPatcher
+from gharc.listener.kube import RunnerSetPatcher, StaleStatistics
 from gharc.listener.metrics import ListenerMetrics, MetricsServer
 from gharc.listener.scaler import Scaler
 from gharc.listener.session import (
@@ -55,6 +56,9 @@ EXIT_FATAL = 1
 EXIT_CONFIG = 2
 
 T = TypeVar("T")
+
+STALE_PATCH_ATTEMPTS = 3
+"""Patches of one count tried against a moving cleanup marker; the last is unconditional."""
 
 
 class Listener:
@@ -109,6 +113,10 @@ class Listener:
         self.last_message_id = 0
         self._publish_lock = asyncio.Lock()
         self.cleanups_answered = 0
+        self.stale_patches = 0
+        """Patches refused because the set cleaned up after their statistics were read."""
+        self._marker_seen: int | None = None
+        """The newest cleanup marker of the set seen (``None``: none, or not followed)."""
         self.polls = 0
         self.messages = 0
         self.session_deleted = False
@@ -240,6 +248,7 @@ class Listener:
         """
         try:
             async for marker in markers:
+                self._marker_seen = marker
                 last = self.scaler.last_published
                 if marker <= 0 or last is None or marker != last.patch_id:
                     continue
@@ -254,7 +263,7 @@ class Listener:
                     log.warning("cleanup marker %d not answered: %s", marker, err)
                     continue
                 if rss is not None and rss.statistics is not None:
-                    self.handler.record_statistics(rss.statistics)
+                    self.handler.record_statistics(rss.statistics, marker)
                 self.scaler.mark_dirty()
                 if await self.publish():
                     self.cleanups_answered += 1
@@ -264,6 +273,7 @@ class Listener:
     async def _poll_loop(self) -> None:
         failures = 0
         while not self.stopping:
+            marker = self._marker_seen  # known before the service counts this answer's jobs
             try:
                 msg = await self._poll()
             except Stopped:
@@ -289,7 +299,7 @@ class Listener:
                 await self.publish()
                 continue
             try:
-                result = await self.handler.handle(msg)
+                result = await self.handler.handle(msg, marker)
             except (Stopped, FatalError):
                 raise
             except Exception as err:
@@ -330,6 +340,7 @@ class Listener:
         One call, only after job activity; a failure keeps the counts already known.
         """
         log.info("reading statistics fresh: %s", why)
+        marker = self._marker_seen
         try:
             rss = await self._retry(
                 "refresh statistics",
@@ -343,7 +354,7 @@ class Listener:
             log.warning("statistics not refreshed (%s); keeping the last known ones", err)
             return
         if rss is not None and rss.statistics is not None:
-            self.handler.record_statistics(rss.statistics)
+            self.handler.record_statistics(rss.statistics, marker)
             self.handler.statistics_unconfirmed = False
         self.scaler.mark_dirty()
 
@@ -428,18 +439,47 @@ class Listener:
         )
         if plan is None:
             return False
-        try:
-            await self._retry(
-                "patch EphemeralRunnerSet",
-                lambda: self.patcher.patch_replicas(plan.replicas, plan.patch_id),
-            )
-        except Stopped:
-            raise
-        except Exception as err:
-            if not is_transient(err):
+        conditional = getattr(self.patcher, "patch_replicas_after", None)
+        known, seen = self.handler.statistics_marker, self._marker_seen
+        if conditional is not None and known is not None and seen is not None and known != seen:
+            # The set has cleaned up since these statistics were read, and this listener
+            # knows it already: read them again rather than send a patch bound to be refused.
+            self.stale_patches += 1
+            if await self._restate(seen):
+                plan = self.scaler.plan(
+                    self.handler.statistics.total_assigned_jobs, min_runners=floor, extra=extra
+                )
+                if plan is None:
+                    return False
+        for attempt in range(STALE_PATCH_ATTEMPTS):
+            marker = self.handler.statistics_marker
+            send: Callable[[], Awaitable[None]]
+            if conditional is None or marker is None or attempt == STALE_PATCH_ATTEMPTS - 1:
+                # NB: the last attempt is unconditional, as is a count whose statistics could
+                # not be re-read: a set that cleans up without pause, or a service that does
+                # not answer, must still get a count (a job behind a refused patch waits).
+                send = functools.partial(self.patcher.patch_replicas, plan.replicas, plan.patch_id)
+            else:
+                send = functools.partial(conditional, plan.replicas, plan.patch_id, marker)
+            try:
+                await self._retry("patch EphemeralRunnerSet", send)
+                break
+            except Stopped:
                 raise
-            log.error("EphemeralRunnerSet patch failed (%s); will retry next cycle", err)
-            return False
+            except StaleStatistics as stale:
+                self.stale_patches += 1
+                if not await self._restate(stale.marker):
+                    self.handler.statistics_marker = None
+                plan = self.scaler.plan(
+                    self.handler.statistics.total_assigned_jobs, min_runners=floor, extra=extra
+                )
+                if plan is None:
+                    return False
+            except Exception as err:
+                if not is_transient(err):
+                    raise
+                log.error("EphemeralRunnerSet patch failed (%s); will retry next cycle", err)
+                return False
         self.scaler.commit(plan)
         if self.metrics is not None:
             self.metrics.record_desired_runners(plan.replicas)
@@ -453,6 +493,29 @@ class Listener:
             plan.patch_id,
             self.handler.statistics.total_assigned_jobs,
         )
+        return True
+
+    async def _restate(self, marker: int | None) -> bool:
+        """Statistics read after cleanup ``marker``, for a patch that was refused because
+        its own predate it (B3); False when they cannot be read."""
+        self._marker_seen = marker
+        log.info("the set cleaned up finished runners (marker %s); re-reading statistics", marker)
+        try:
+            rss = await self._retry(
+                "refresh statistics",
+                lambda: self.api.get_runner_scale_set_by_id(self.cfg.runner_scale_set_id),
+            )
+        except Stopped:
+            raise
+        except Exception as err:
+            if is_fatal(err):
+                raise
+            log.warning("statistics not refreshed (%s); patching the count known", err)
+            return False
+        if rss is None or rss.statistics is None:
+            return False
+        self.handler.record_statistics(rss.statistics, marker)
+        self.scaler.mark_dirty()
         return True
 
     async def _close_session(self) -> bool:

@@ -82,23 +82,31 @@ class MessageHandler:
         self.completed_by_result: Counter[str] = Counter()
         self.acquired_total = 0
         self.started_total = 0
+        self.statistics_marker: int | None = None
+        """The cleanup marker known before :attr:`statistics` were read (B3)."""
         self.statistics_unconfirmed = False
         """Job messages arrived since statistics were last read fresh: a message's own may
         lag its body, so the loop re-reads them once the queue goes quiet."""
         self.dropped: Counter[str] = Counter()
         """Messages given up on, by reason (``gharc_listener_messages_dropped_total``)."""
 
-    def record_statistics(self, stats: RunnerScaleSetStatistic | None) -> None:
+    def record_statistics(
+        self, stats: RunnerScaleSetStatistic | None, marker: int | None = None
+    ) -> None:
+        """Keep ``stats``; ``marker`` is the set's cleanup marker known before they were read
+        (``None``: unknown), which a patch built on them is conditioned on (B3)."""
         if stats is None:
             return
         self.statistics = stats
+        self.statistics_marker = marker
         if self.metrics is not None:
             self.metrics.record_statistics(stats)
 
-    async def handle(self, msg: RunnerScaleSetMessage) -> BatchResult:
-        """Everything but the publish, which the loop does right after."""
+    async def handle(self, msg: RunnerScaleSetMessage, marker: int | None = None) -> BatchResult:
+        """Everything but the publish, which the loop does right after; ``marker`` is the
+        cleanup marker known when the poll that brought ``msg`` began."""
         result = BatchResult(message_id=msg.message_id)
-        self.record_statistics(msg.statistics)
+        self.record_statistics(msg.statistics, marker)
         if msg.malformed is not None:
             log.error("message %d cannot be read, dropped: %s", msg.message_id, msg.malformed)
             self.count_dropped("malformed")

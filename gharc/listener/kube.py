@@ -20,10 +20,17 @@ from gharc.api.resources import EPHEMERAL_RUNNER_SETS, EPHEMERAL_RUNNERS
 from gharc.api.scaleset.constants import ANNOTATION_MESSAGE_SESSION_ID
 from gharc.api.scaleset.views import EphemeralRunnerSetView
 from gharc.kube.client import KubeClient
-from gharc.kube.errors import ApiError, Forbidden, NotFound
+from gharc.kube.errors import ApiError, Forbidden, Invalid, NotFound
 from gharc.kube.objects import meta
 
-__all__ = ["KubePatchError", "KubePatcher", "RunnerNotFound", "RunnerSetPatcher", "job_status"]
+__all__ = [
+    "KubePatchError",
+    "KubePatcher",
+    "RunnerNotFound",
+    "RunnerSetPatcher",
+    "StaleStatistics",
+    "job_status",
+]
 
 log = logging.getLogger("gharc.listener.kube")
 
@@ -38,6 +45,16 @@ class KubePatchError(Exception):
 
 class RunnerNotFound(KubePatchError):
     """The EphemeralRunner named in a JobStarted message does not exist (any more)."""
+
+
+class StaleStatistics(Exception):
+    """The set cleaned up finished runners after the statistics a patch was built on were
+    read: the count may still hold a job that finished (B3). ``marker`` is the set's
+    cleanup marker now; statistics read after this point include that job."""
+
+    def __init__(self, marker: int | None) -> None:
+        super().__init__(f"cleanup marker is now {marker}")
+        self.marker = marker
 
 
 class RunnerSetPatcher(Protocol):
@@ -140,6 +157,34 @@ class KubePatcher:
                 EPHEMERAL_RUNNER_SETS, self.runner_set_name, body, namespace=self.namespace
             ),
         )
+
+    async def patch_replicas_after(self, replicas: int, patch_id: int, marker: int) -> None:
+        """Patch the count only if ``status.finishedRunnerCleanupPatchID`` is still
+        ``marker``, the one known before the count's statistics were read; raise
+        :class:`StaleStatistics` when it moved (a JSON patch ``test``, answered 422)."""
+        ops = [
+            {"op": "test", "path": "/status/finishedRunnerCleanupPatchID", "value": marker},
+            {"op": "add", "path": "/spec/replicas", "value": replicas},
+            {"op": "add", "path": "/spec/patchID", "value": patch_id},
+        ]
+
+        async def send() -> bool:
+            try:
+                await self.kube.json_patch(
+                    EPHEMERAL_RUNNER_SETS, self.runner_set_name, ops, namespace=self.namespace
+                )
+            except Invalid:
+                return False
+            return True
+
+        if await self._call("EphemeralRunnerSet", self.runner_set_name, send()):
+            return
+        obj = await self._call(
+            "EphemeralRunnerSet",
+            self.runner_set_name,
+            self.kube.get(EPHEMERAL_RUNNER_SETS, self.runner_set_name, namespace=self.namespace),
+        )
+        raise StaleStatistics(marker_of(obj))
 
     async def patch_runner_job(self, runner_name: str, status: dict[str, Any]) -> None:
         await self._call(

@@ -175,6 +175,10 @@ class RecordingPatcher(KubePatcher):
         await super().patch_replicas(replicas, patch_id)
         self.sent.append((replicas, patch_id))
 
+    async def patch_replicas_after(self, replicas: int, patch_id: int, marker: int) -> None:
+        await super().patch_replicas_after(replicas, patch_id, marker)
+        self.sent.append((replicas, patch_id))
+
 
 @contextlib.asynccontextmanager
 async def in_process(world: World, **overrides: Any) -> AsyncIterator[Listener]:

@@ -13,6 +13,7 @@ from kubernetes_asyncio import client
 from listener_world import ERS_NAME, World, in_process
 
 from gharc.api.scaleset.constants import GROUP, PLURAL_EPHEMERAL_RUNNER_SETS, VERSION
+from gharc.github.models import RunnerScaleSetStatistic
 from gharc.testing.wait import eventually
 
 pytestmark = pytest.mark.cluster
@@ -71,6 +72,31 @@ async def test_a_marker_for_an_older_patch_is_not_answered(world: World) -> None
         await eventually(lambda: _status_marker(world, patch_id + 7), timeout=5)
         assert listener.cleanups_answered == 0
         assert (await world.ers())["spec"]["patchID"] == patch_id
+
+
+async def test_a_count_read_before_a_cleanup_is_refused_and_read_again(world: World) -> None:
+    """The count was read, then the set cleaned up a finished runner, then the count was
+    sent: it may still hold the finished job, and with the patch ID moved on the set would
+    make a runner for it. The patch is conditioned on the marker known before the read, so
+    the API server refuses it, and the count is read again from the service."""
+    world.gh.state.poll_timeout = LONG_POLL
+    async with in_process(world, min_runners=0, max_runners=10) as listener:
+        world.enqueue(3)
+        _, patch_id = await eventually(lambda: _nonzero_spec(world), timeout=10)
+        await _mark_cleanup(world, patch_id)
+        await eventually(lambda: listener.cleanups_answered == 1, message="marker seen")
+        # Counts read while the marker was ``patch_id``, holding a job since finished ...
+        stale = RunnerScaleSetStatistic(total_assigned_jobs=5)
+        listener.handler.record_statistics(stale, patch_id)
+        # ... then the set cleans up (a new marker), then the count goes out.
+        await _mark_cleanup(world, patch_id + 100)
+        reads = world.gh.calls("*/runnerscalesets/{scale_set_id}", method="GET")
+        listener.scaler.mark_dirty()
+        assert await listener.publish()
+        replicas, _ = await world.spec()
+        assert replicas == 3, "the stale count of 5 reached the set"
+        assert listener.stale_patches == 1
+        assert world.gh.calls("*/runnerscalesets/{scale_set_id}", method="GET") == reads + 1
 
 
 async def _nonzero_spec(world: World) -> tuple[int, int] | None:
