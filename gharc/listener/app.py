@@ -340,7 +340,17 @@ class Listener:
         One call, only after job activity; a failure keeps the counts already known.
         """
         log.info("reading statistics fresh: %s", why)
-        marker = self._marker_seen
+        read = await self._read_statistics(self._marker_seen, "keeping the last known ones")
+        if read is None:
+            return
+        if read:
+            self.handler.statistics_unconfirmed = False
+        self.scaler.mark_dirty()
+
+    async def _read_statistics(self, marker: int | None, if_unread: str) -> bool | None:
+        """Read the statistics from the service and keep them with ``marker``, the cleanup
+        marker known before the read (B3). True when kept; False when the answer had none;
+        None when the read failed (logged with ``if_unread``, what happens instead)."""
         try:
             rss = await self._retry(
                 "refresh statistics",
@@ -351,12 +361,12 @@ class Listener:
         except Exception as err:
             if is_fatal(err):
                 raise
-            log.warning("statistics not refreshed (%s); keeping the last known ones", err)
-            return
-        if rss is not None and rss.statistics is not None:
-            self.handler.record_statistics(rss.statistics, marker)
-            self.handler.statistics_unconfirmed = False
-        self.scaler.mark_dirty()
+            log.warning("statistics not refreshed (%s); %s", err, if_unread)
+            return None
+        if rss is None or rss.statistics is None:
+            return False
+        self.handler.record_statistics(rss.statistics, marker)
+        return True
 
     async def _drop(self, message_id: int, err: Exception) -> None:
         """Log, count and delete a message that cannot be handled; polling goes on."""
@@ -500,21 +510,8 @@ class Listener:
         its own predate it (B3); False when they cannot be read."""
         self._marker_seen = marker
         log.info("the set cleaned up finished runners (marker %s); re-reading statistics", marker)
-        try:
-            rss = await self._retry(
-                "refresh statistics",
-                lambda: self.api.get_runner_scale_set_by_id(self.cfg.runner_scale_set_id),
-            )
-        except Stopped:
-            raise
-        except Exception as err:
-            if is_fatal(err):
-                raise
-            log.warning("statistics not refreshed (%s); patching the count known", err)
+        if not await self._read_statistics(marker, "patching the count known"):
             return False
-        if rss is None or rss.statistics is None:
-            return False
-        self.handler.record_statistics(rss.statistics, marker)
         self.scaler.mark_dirty()
         return True
 
