@@ -205,11 +205,7 @@ async def test_invalid_pod_template_is_reported_without_a_hot_loop(world: World)
         assert r["status"]["message"].startswith("Failed to create the pod: ")
         assert "restartPolicy" in r["status"]["message"]
         # The event follows the status write: the status can be seen before the event is.
-        await eventually(
-            lambda name=r["metadata"]["name"]: c.REASON_INVALID_POD in world.recorder.reasons(name),
-            timeout=10,
-            message=f"an {c.REASON_INVALID_POD} event for {r['metadata']['name']}",
-        )
+        await world.recorder.seen(c.REASON_INVALID_POD, r["metadata"]["name"])
     creates = world.kube.request_counts.copy()
     await asyncio.sleep(3)
     # No retry storm: no more pod creates, no replacement runners.
@@ -238,16 +234,8 @@ async def test_invalid_pod_stays_failed_when_the_runner_id_write_lands_last(
     template["spec"]["restartPolicy"] = "Sometimes"
     await world.create_ers(replicas=1, template=template)
 
-    async def reported() -> dict | None:
-        runners = await world.runners()
-        return (
-            runners[0]
-            if runners
-            and c.REASON_INVALID_POD in world.recorder.reasons(runners[0]["metadata"]["name"])
-            else None
-        )
-
-    er = await eventually(reported, timeout=20, message="an InvalidPod runner")
+    [er] = await eventually(world.runners, timeout=20, message="the runner")
+    await world.recorder.seen(c.REASON_INVALID_POD, er["metadata"]["name"], timeout=20)
     await asyncio.sleep(2)  # the delayed write and any reconcile it wakes have landed
     [er] = await world.runners()
     assert er["status"]["phase"] == c.PHASE_FAILED, er["status"]
