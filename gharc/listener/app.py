@@ -114,7 +114,8 @@ class Listener:
         self._publish_lock = asyncio.Lock()
         self.cleanups_answered = 0
         self.stale_patches = 0
-        """Patches refused because the set cleaned up after their statistics were read."""
+        """Counts whose statistics predate the set's last cleanup (B3), so read again: refused
+        by the API server, or known stale before sending."""
         self._marker_seen: int | None = None
         """The newest cleanup marker of the set seen (``None``: none, or not followed)."""
         self.polls = 0
