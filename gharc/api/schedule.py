@@ -9,12 +9,19 @@ gharc adds ``timeZone`` (an IANA name) to an override: its times without an offs
 wall-clock times there, and a recurring window keeps its wall-clock hours across daylight
 saving changes ("08:00 in Berlin" stays 08:00 in summer), which fixed offsets cannot say.
 
+A rule is never walked from its ``startTime``: an override that started in the year 1000
+would cost seconds of CPU per evaluation on the controller's shared event loop (a tenant's
+schedule must not stall every other tenant's). :func:`_recent_start` moves the rule's start
+to one of its own occurrences shortly before ``now`` by calendar arithmetic, so an
+evaluation costs the same whatever the age of ``startTime``.
+
 Everything takes ``now`` as an argument: the reconciler passes its clock's time, and the
 tests pass any instant they like instead of sleeping until a schedule starts.
 """
 
 from __future__ import annotations
 
+import calendar
 import datetime as dt
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -63,6 +70,46 @@ def _go_date_add(now: dt.datetime, years: int, months: int, days: int) -> dt.dat
     return first + dt.timedelta(days=now.day - 1 + days)
 
 
+def _date_exists(year: int, month: int, day: int) -> bool:
+    return 1 <= year <= dt.MAXYEAR and day <= calendar.monthrange(year, month)[1]
+
+
+def _recent_start(start: dt.datetime, frequency: str, before: dt.datetime) -> dt.datetime:
+    """An occurrence of the rule that starts at ``start`` (one repeat per ``frequency``),
+    on a day, month or year before ``before``'s; ``start`` itself when none is.
+
+    Every occurrence of an RFC 5545 rule with FREQ alone falls on ``start``'s wall-clock
+    time, on the same weekday (Weekly), day of month (Monthly: months without that day are
+    skipped) or date (Yearly: Feb 29 only in leap years). So the occurrence found here by
+    arithmetic starts a rule with exactly the later occurrences of the original, and
+    walking it costs a few steps however old ``start`` is."""
+    target = before.astimezone(start.tzinfo) if start.tzinfo is not None else before
+    day_gap = (target.date() - start.date()).days
+    if day_gap <= 0:
+        return start
+    if frequency in ("Daily", "Weekly"):
+        step = 1 if frequency == "Daily" else 7
+        steps = day_gap // step - 1
+        if steps <= 0:
+            return start
+        return dt.datetime.combine(start.date() + dt.timedelta(days=steps * step), start.timetz())
+    if frequency == "Monthly":
+        months = (target.year - start.year) * 12 + (target.month - start.month) - 1
+        while months > 0:
+            year, month = divmod(start.month - 1 + months, 12)
+            year, month = start.year + year, month + 1
+            if _date_exists(year, month, start.day):
+                return start.replace(year=year, month=month)
+            months -= 1  # the 31st skips 30-day months, the 29th to 31st skip February
+        return start
+    years = target.year - start.year - 1  # Yearly
+    while years > 0:
+        if _date_exists(start.year + years, start.month, start.day):
+            return start.replace(year=start.year + years)
+        years -= 1  # Feb 29 occurs in leap years only
+    return start
+
+
 def match_schedule(
     now: dt.datetime,
     start: dt.datetime,
@@ -90,7 +137,8 @@ def match_schedule(
         raise ScheduleError(
             f"the override lasts {duration}, longer than its {frequency} period ({later - now})"
         )
-    rule = rrule.rrule(freq, dtstart=start, until=until)  # type: ignore[arg-type]
+    first = _recent_start(start, frequency, now - duration)
+    rule = rrule.rrule(freq, dtstart=first, until=until)  # type: ignore[arg-type]
     starts = rule.between(now - duration + _TICK, now, inc=True)
     if len(starts) > 1:
         raise ScheduleError(f"more than one active occurrence: {starts}")

@@ -128,6 +128,10 @@ def image_pull_secrets() -> Schema:
     return {"type": "array", "items": ref}
 
 
+MAX_SCHEDULED_OVERRIDES = 16
+"""Most ``scheduledOverrides`` one AutoscalingRunnerSet may hold (the API server refuses more)."""
+
+
 def scheduled_overrides() -> Schema:
     """gharc: windows with another ``minRunners`` (the legacy HRA's ``scheduledOverrides``)."""
     override = _object(
@@ -148,7 +152,9 @@ def scheduled_overrides() -> Schema:
         },
         required=["endTime", "startTime"],
     )
-    return {"type": "array", "items": override}
+    # Each override is evaluated on every reconcile and capacity check of the shared
+    # controller; a few windows say any real week, and a bound keeps one tenant's cheap.
+    return {"type": "array", "items": override, "maxItems": MAX_SCHEDULED_OVERRIDES}
 
 
 def burst_config() -> Schema:

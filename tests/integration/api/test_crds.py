@@ -295,6 +295,14 @@ INVALID = [
         "spec.listenerTemplate.spec.containers[0].ports[0].containerPort: Required value",
         id="listener-port",
     ),
+    pytest.param(
+        _with(
+            "spec.scheduledOverrides",
+            [{"startTime": "2026-01-01T08:00:00Z", "endTime": "2026-01-01T09:00:00Z"}] * 17,
+        ),
+        "spec.scheduledOverrides: Too many: 17: must have at most 16 items",
+        id="too-many-scheduled-overrides",
+    ),
 ]
 
 #: Accepted by ARC's CRD, so accepted by ours (an object stored under ARC's CRDs must stay
