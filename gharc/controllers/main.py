@@ -203,6 +203,7 @@ async def run_controller(
             github_transport=github_transport,
         )
         return
+    from gharc.controllers.loopstall import StallReporter
     from gharc.controllers.scaleset.cacheselectors import cache_selectors, cache_transforms
     from gharc.controllers.scaleset.credentials import ClientResolver
     from gharc.controllers.scaleset.metrics import ControllerMetrics
@@ -238,6 +239,7 @@ async def run_controller(
         controllers = setup_scaleset_controllers(
             manager, options, ClientResolver(kube, pool), metrics, recorder, host=host
         )
+        manager.loop_lag.on_stall = StallReporter(manager.cache, recorder)
         if args.watch_namespace and args.watch_namespace != args.controller_namespace:
             # The cache also holds the controller's namespace (listeners live there); an
             # AutoscalingRunnerSet there is not ours to reconcile.

@@ -30,6 +30,7 @@ from typing import Any
 
 from gharc.kube import metrics
 from gharc.kube.errors import ApiError, error_from_response
+from gharc.kube.fence import WriteFence
 from gharc.kube.objects import meta as meta_of
 from gharc.kube.ratelimit import TokenBucket
 from gharc.kube.resources import Resource
@@ -163,6 +164,9 @@ class KubeClient(Reader):
         self.request_counts: collections.Counter[tuple[str, str, str]] = collections.Counter()
         self._host = self.transport.host
         """Requests made by *this* client by (verb, resource, code); tests and the demo read it."""
+        self.fence = WriteFence()
+        """Checked before every write; the manager arms it when leader election is on.
+        Shared by every :meth:`for_caller` view, so a listener's patch is fenced too."""
         self.caller = ""
         """Set on a :meth:`for_caller` view: its requests are also counted under this name."""
 
@@ -217,6 +221,23 @@ class KubeClient(Reader):
         )
         return cls(api, owns_api_client=True, **options)
 
+    def fork(self) -> KubeClient:
+        """A client of its own (connections included) to the same server with the same
+        credentials, for another event loop; create it in that loop. Its writes are not
+        fenced: the leader Lease keeper uses it. Raises TypeError for a transport that
+        cannot be copied."""
+        fork = getattr(self.transport, "fork", None)
+        if fork is None:
+            raise TypeError(f"{type(self.transport).__name__} cannot be forked")
+        return KubeClient(
+            fork(),
+            owns_api_client=True,
+            field_manager=self.field_manager,
+            request_timeout=self.request_timeout,
+            max_retries=self.max_retries,
+            max_retry_after=self.max_retry_after,
+        )
+
     async def close(self) -> None:
         if self._owns:
             await self.api_client.close()
@@ -270,10 +291,14 @@ class KubeClient(Reader):
         if content_type:
             headers["Content-Type"] = content_type
         params = [(k, _query_value(v)) for k, v in query if v is not None]
+        writes = method not in ("GET", "HEAD")
         attempt = 0
         while True:
             if self._bucket is not None:
                 await self._bucket.wait()
+            timeout = None if watch else self.request_timeout
+            if writes:
+                timeout = min(self.request_timeout, self.fence.check(method, path))
             began = time.monotonic()
             try:
                 resp = await self.transport.send_request(
@@ -282,7 +307,7 @@ class KubeClient(Reader):
                     params=params,
                     headers=headers,
                     body=body,
-                    timeout=None if watch else self.request_timeout,
+                    timeout=timeout,
                     read_timeout=watch_read_timeout,
                 )
             except BaseException:

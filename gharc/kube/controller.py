@@ -106,7 +106,7 @@ class Controller:
         self.need_leader_election = need_leader_election
         self.cache_sync_timeout = cache_sync_timeout
         self.queue: WorkQueue[Request] = WorkQueue(
-            name=name, controller=name, rate_limiter=rate_limiter
+            name=name, controller=name, rate_limiter=rate_limiter, fair_key=_tenant
         )
         self._sources: list[Informer] = []
         self._workers: list[asyncio.Task[None]] = []
@@ -183,6 +183,9 @@ class Controller:
             except ShutDown:
                 return
             self._m_active.inc()
+            task = asyncio.current_task()
+            if task is not None:  # names the work if it holds the loop (gharc.kube.looplag)
+                task.set_name(f"reconcile:{self.name}:{request.namespace}/{request.name}")
             try:
                 await self.reconcile_handler(request)
             finally:
@@ -239,3 +242,8 @@ class Controller:
                 self._m_time.observe(time.monotonic() - began)
         self._m_total[outcome].inc()
         return outcome
+
+
+def _tenant(request: Request) -> str:
+    """The work queue's fair key: a namespace is one tenant's."""
+    return request.namespace

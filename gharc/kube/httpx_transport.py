@@ -127,6 +127,7 @@ class HttpxTransport:
             {"sni_hostname": extensions_host} if extensions_host else {}
         )
         verify = ssl_context(cfg)
+        self._proxy_option = proxy
         proxy = proxy if proxy is not None else cfg.proxy
         self._http = httpx.AsyncClient(
             base_url=cfg.server,
@@ -208,6 +209,11 @@ class HttpxTransport:
         except httpx.TransportError as err:
             raise _os_error(err) from err
         return _HttpxResponse(resp)
+
+    def fork(self) -> HttpxTransport:
+        """A transport with connections of its own (same server and credentials), for the
+        loop that calls this."""
+        return HttpxTransport(self._cfg, pool_size=1, proxy=self._proxy_option)
 
     async def close(self) -> None:
         await self._http.aclose()

@@ -36,6 +36,7 @@ from gharc.kube import metrics
 from gharc.kube.client import KubeClient
 from gharc.kube.clock import Clock, LoopClock
 from gharc.kube.errors import AlreadyExists, ApiError, Conflict, NotFound
+from gharc.kube.fence import WriteFence
 from gharc.kube.objects import spec_of
 from gharc.kube.resources import LEASES
 
@@ -96,8 +97,11 @@ class LeaderElector:
         on_stopped_leading: Callback | None = None,
         on_new_leader: Callable[[str], None] | None = None,
         clock: Clock | None = None,
+        fence: WriteFence | None = None,
     ) -> None:
         self.client = client
+        self.fence = fence
+        """Opened up to ``renew_deadline`` past each Lease write; closed when leading ends."""
         self.config = config
         self.identity = config.identity or default_identity()
         self.on_started_leading = on_started_leading
@@ -127,6 +131,8 @@ class LeaderElector:
         finally:
             was_leading = self._leading
             self._set_leading(False)
+            if self.fence is not None:
+                self.fence.close()  # before the release: a successor may start at once
             if was_leading:
                 if self.config.release_on_cancel:
                     await asyncio.shield(self.release())
@@ -261,6 +267,8 @@ class LeaderElector:
             return False
         self._observe(written, now_mono)
         self._last_renew = now_mono
+        if self.fence is not None:
+            self.fence.extend_to(now_mono + self.config.renew_deadline)
         return True
 
     def _record(self, now: str, *, acquire_time: str, transitions: int) -> JSON:

@@ -10,6 +10,12 @@ Stop order, on SIGTERM/SIGINT or :meth:`Manager.stop`: runnables are asked to st
 and is then cancelled, the lease is released (so a successor takes over at once instead
 of waiting out the lease), then the cache and the HTTP servers stop.
 
+With leader election on, the Lease is held from a thread of its own (a held event loop
+cannot cost it) and every write of the manager's client passes a fence that closes when
+leadership can no longer be proven (:mod:`gharc.kube.fence`). A monitor measures how late
+the loop runs its timers (``gharc_event_loop_lag_seconds``) and names the work that held
+it (:mod:`gharc.kube.looplag`).
+
 Losing the lease stops the manager and makes :meth:`run` raise :class:`LeaderElectionLost`:
 a process that is no longer leader must not keep reconciling on stale assumptions, and the
 Deployment restarts it as a follower.
@@ -32,6 +38,8 @@ from gharc.kube.cache import Cache
 from gharc.kube.client import KubeClient
 from gharc.kube.informer import Transform
 from gharc.kube.leaderelection import LeaderElectionConfig, LeaderElector
+from gharc.kube.leasekeeper import LeaseKeeper
+from gharc.kube.looplag import LoopLagMonitor
 from gharc.kube.reflector import WatchSettings
 from gharc.kube.resources import Resource
 from gharc.kube.serving import host_port
@@ -112,7 +120,10 @@ class Manager:
         self.cache_sync_timeout = cache_sync_timeout
         self.handle_signals = handle_signals
         self.registry = registry
-        self.elector: LeaderElector | None = None
+        self.keeper: LeaseKeeper | None = None
+        """Holds the Lease from its own thread (:mod:`gharc.kube.leasekeeper`)."""
+        self._lag = LoopLagMonitor()
+        self._lag_task: asyncio.Task[None] | None = None
         self.metrics_port: int | None = None
         self.health_port: int | None = None
         self._runnables: list[Any] = []
@@ -133,6 +144,15 @@ class Manager:
     @property
     def is_leader(self) -> bool:
         return self._leading.is_set()
+
+    @property
+    def elector(self) -> LeaderElector | None:
+        return self.keeper.elector if self.keeper is not None else None
+
+    @property
+    def loop_lag(self) -> LoopLagMonitor:
+        """The event loop's lag: its histogram and the work that held the loop longest."""
+        return self._lag
 
     def add(self, runnable: Any) -> None:
         """Run ``runnable`` (``start``/``stop``; ``need_leader_election`` default True)."""
@@ -181,9 +201,11 @@ class Manager:
                     installed.append(sig)
                 except (NotImplementedError, RuntimeError, ValueError):
                     pass
-        elector_task: asyncio.Task[None] | None = None
+        lost = loop.create_future()
+        keeper: LeaseKeeper | None = None
         try:
             await self._start_http()
+            self._lag_task = loop.create_task(self._lag.run(), name="event-loop-lag")
             await self.cache.start()
             if not await self.cache.wait_for_sync(self.cache_sync_timeout):
                 raise TimeoutError(f"cache not synced within {self.cache_sync_timeout} s")
@@ -194,23 +216,23 @@ class Manager:
                 self._leading.set()
             self._ready.set()
             if self.leader_election:
-                self.elector = LeaderElector(
+                keeper = LeaseKeeper(
                     self.client,
                     self.leader_election,
-                    on_started_leading=self._on_started_leading,
+                    self.client.fence,
+                    on_started=self._on_started_leading,
+                    on_lost=lambda: _settle(lost),
                 )
-                elector_task = loop.create_task(self.elector.run(), name="leader-election")
+                self.keeper = keeper
+                keeper.start()
             stopper = loop.create_task(self._stop.wait())
-            waiters: set[asyncio.Task[Any]] = {stopper}
-            if elector_task is not None:
-                waiters.add(elector_task)
-            await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
+            await asyncio.wait({stopper, lost}, return_when=asyncio.FIRST_COMPLETED)
             stopper.cancel()
-            if elector_task is not None and elector_task.done() and not self._stop.is_set():
+            if lost.done() and not self._stop.is_set():
                 self._lost = True
                 log.error("leader election lost; stopping the manager")
         finally:
-            await self._shutdown(elector_task)
+            await self._shutdown(keeper)
             for sig in installed:
                 loop.remove_signal_handler(sig)
         if self._lost:
@@ -220,7 +242,7 @@ class Manager:
         log.info("received %s; shutting down", sig.name)
         self.stop()
 
-    async def _on_started_leading(self) -> None:
+    def _on_started_leading(self) -> None:
         self._leading.set()
         for runnable in self._runnables:
             if _needs_leader(runnable) and runnable not in self._tasks:
@@ -243,7 +265,7 @@ class Manager:
             log.exception("runnable %r failed; stopping the manager", runnable)
             self.stop()
 
-    async def _shutdown(self, elector_task: asyncio.Task[None] | None) -> None:
+    async def _shutdown(self, keeper: LeaseKeeper | None) -> None:
         for runnable in self._tasks:
             with contextlib.suppress(Exception):
                 await runnable.stop()
@@ -260,11 +282,14 @@ class Manager:
                     task.cancel()
                 await asyncio.gather(*pending, return_exceptions=True)
         self._tasks.clear()
-        if elector_task is not None and not elector_task.done():
-            # NB: the elector releases the lease in its finally, after our runnables stopped.
-            elector_task.cancel()
-            await asyncio.gather(elector_task, return_exceptions=True)
+        if keeper is not None:
+            # The keeper releases the lease after our runnables stopped (fence closed first).
+            await keeper.stop()
         self._leading.clear()
+        if self._lag_task is not None:
+            self._lag_task.cancel()
+            await asyncio.gather(self._lag_task, return_exceptions=True)
+            self._lag_task = None
         await self.cache.stop()
         for runner in self._runners:
             await runner.cleanup()
@@ -318,6 +343,11 @@ class Manager:
             return web.Response(text="ok\n")
 
         return handler
+
+
+def _settle(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)
 
 
 def _needs_leader(runnable: Any) -> bool:

@@ -15,6 +15,8 @@ __all__ = [
     "API_REQUESTS",
     "API_REQUESTS_BY_CALLER",
     "API_REQUEST_DURATION",
+    "EVENT_LOOP_LAG",
+    "FENCED_WRITES",
     "LEADER_ELECTION_MASTER_STATUS",
     "MAX_CONCURRENT_RECONCILES",
     "RECONCILE_ERRORS",
@@ -185,4 +187,17 @@ LEADER_ELECTION_MASTER_STATUS = Gauge(
     "Gauge of if the reporting system is master of the relevant lease, 0 indicates backup, "
     "1 indicates master. 'name' is the string used to identify the lease.",
     ["name"],
+)
+
+FENCED_WRITES = Counter(
+    "gharc_leader_fenced_writes_total",
+    "Writes (create, update, patch, delete) not sent because this replica could no longer "
+    "prove it holds the leader Lease.",
+)
+
+EVENT_LOOP_LAG = Histogram(
+    "gharc_event_loop_lag_seconds",
+    "How late the controller's event loop ran a timer: the time one piece of work held the "
+    "loop that every scale set's reconciles and listeners share.",
+    buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0),
 )

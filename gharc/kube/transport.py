@@ -127,6 +127,17 @@ class ApiClientTransport:
         )
         return _AiohttpResponse(resp)
 
+    def fork(self) -> ApiClientTransport:
+        """A transport with its own aiohttp session (same configuration), for the loop
+        that calls this."""
+        from kubernetes_asyncio.client import ApiClient
+
+        from gharc.kube.config import _without_trust_env
+
+        api = ApiClient(self.api_client.configuration)
+        _without_trust_env(api)
+        return ApiClientTransport(api, owns=True)
+
     async def close(self) -> None:
         if self._owns:
             await self.api_client.close()

@@ -11,6 +11,10 @@ Why this shape (it is what makes level-based controllers correct):
   single loop timer, so a thousand delayed items cost one ``call_later``, not a thousand
   sleeping tasks, and nothing polls.
 - ``add_rate_limited`` asks the rate limiter how long to wait; ``forget`` resets it.
+- gharc: with a ``fair_key`` (the controllers use the object's namespace: one tenant),
+  ready items are handed out in turn across keys, first-in-first-out within one. One
+  tenant's burst of 400 new runners then delays another tenant's next reconcile by one
+  item, not by 400 (client-go's single FIFO would put it last).
 
 After ``shutdown()`` nothing new is accepted and ``get()`` raises ``ShutDown`` at once,
 even with items queued: a stopping controller finishes what is in flight, not the backlog.
@@ -24,7 +28,7 @@ import asyncio
 import heapq
 import itertools
 from collections import deque
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 from typing import Generic, TypeVar
 
 from gharc.kube import metrics
@@ -54,6 +58,7 @@ class WorkQueue(Generic[T]):
             queue.done(item)
 
     ``name`` and ``controller`` label the ``workqueue_*`` metrics; an empty name disables them.
+    ``fair_key`` groups items whose turns alternate (see the module docstring).
     """
 
     def __init__(
@@ -63,13 +68,19 @@ class WorkQueue(Generic[T]):
         controller: str = "",
         rate_limiter: RateLimiter[T] | None = None,
         clock: Clock | None = None,
+        fair_key: Callable[[T], Hashable] | None = None,
     ) -> None:
         self.name = name
+        self._fair_key = fair_key
         self._clock = clock or LoopClock()
         self.rate_limiter: RateLimiter[T] = rate_limiter or default_controller_rate_limiter(
             clock=self._clock
         )
-        self._queue: deque[T] = deque()
+        self._ready: dict[Hashable, deque[T]] = {}
+        """Ready items by fair key, each FIFO."""
+        self._turns: deque[Hashable] = deque()
+        """Fair keys that have ready items, in the order their turns come."""
+        self._ready_count = 0
         self._dirty: set[T] = set()
         self._processing: set[T] = set()
         self._getters: deque[asyncio.Future[None]] = deque()
@@ -97,7 +108,7 @@ class WorkQueue(Generic[T]):
     # -- state -------------------------------------------------------------------------
     def __len__(self) -> int:
         """Items ready to be handed out (not counting in-flight or delayed ones)."""
-        return len(self._queue)
+        return self._ready_count
 
     @property
     def shutting_down(self) -> bool:
@@ -170,7 +181,7 @@ class WorkQueue(Generic[T]):
         while True:
             if self._shutting_down:
                 raise ShutDown()
-            if self._queue:
+            if self._ready_count:
                 break
             fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
             self._getters.append(fut)
@@ -182,12 +193,12 @@ class WorkQueue(Generic[T]):
                 elif fut.done() and not fut.cancelled():
                     self._wake_one()  # NB: pass our wake-up on so the item is not stranded.
                 raise
-        item = self._queue.popleft()
+        item = self._pop()
         self._processing.add(item)
         self._dirty.discard(item)
         now = self._clock.now()
         if self._metrics:
-            self._depth.set(len(self._queue))
+            self._depth.set(self._ready_count)
             added = self._added_at.pop(item, None)
             if added is not None:
                 self._queue_duration.observe(max(0.0, now - added))
@@ -226,11 +237,28 @@ class WorkQueue(Generic[T]):
 
     # -- internals ---------------------------------------------------------------------
     def _push(self, item: T) -> None:
-        self._queue.append(item)
+        key = self._fair_key(item) if self._fair_key is not None else None
+        ready = self._ready.get(key)
+        if ready is None:
+            ready = self._ready[key] = deque()
+            self._turns.append(key)
+        ready.append(item)
+        self._ready_count += 1
         if self._metrics:
-            self._depth.set(len(self._queue))
+            self._depth.set(self._ready_count)
             self._added_at.setdefault(item, self._clock.now())
         self._wake_one()
+
+    def _pop(self) -> T:
+        key = self._turns.popleft()
+        ready = self._ready[key]
+        item = ready.popleft()
+        if ready:
+            self._turns.append(key)  # its next item waits for every other key's turn
+        else:
+            del self._ready[key]
+        self._ready_count -= 1
+        return item
 
     def _wake_one(self) -> None:
         while self._getters:

@@ -48,8 +48,10 @@ def runner_set_manifest(
     max_runners: int = 10,
     secret: str = SECRET_NAME,
     labels: list[str] | None = None,
+    spec_extra: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """An AutoscalingRunnerSet like ARC's gha-runner-scale-set chart renders."""
+    """An AutoscalingRunnerSet like ARC's gha-runner-scale-set chart renders (``spec_extra``
+    is merged into its spec)."""
     spec: dict[str, Any] = {
         "githubConfigUrl": config_url,
         "githubConfigSecret": secret,
@@ -70,6 +72,7 @@ def runner_set_manifest(
     }
     if labels:
         spec["runnerScaleSetLabels"] = labels
+    spec.update(spec_extra or {})
     return {
         "apiVersion": f"{GROUP}/{VERSION}",
         "kind": "AutoscalingRunnerSet",

@@ -180,3 +180,30 @@ async def test_many_delayed_items_use_a_single_timer() -> None:
     assert q._timer is not None  # one loop timer for the whole heap
     await asyncio.sleep(11)
     assert len(q) == 1000
+
+
+async def test_one_tenants_burst_does_not_put_another_tenant_last() -> None:
+    """400 runners of team-a are queued before team-b's one: team-b's is handed out second,
+    and team-a's keep their own order."""
+    q: WorkQueue[tuple[str, str]] = WorkQueue(fair_key=lambda item: item[0])
+    for i in range(400):
+        q.add(("team-a", f"runner-{i}"))
+    q.add(("team-b", "runner-0"))
+    q.add(("team-c", "runner-0"))
+    got = [await q.get() for _ in range(6)]
+    assert got == [
+        ("team-a", "runner-0"),
+        ("team-b", "runner-0"),
+        ("team-c", "runner-0"),
+        ("team-a", "runner-1"),
+        ("team-a", "runner-2"),
+        ("team-a", "runner-3"),
+    ]
+    assert len(q) == 396
+
+
+async def test_without_a_fair_key_the_queue_is_one_fifo() -> None:
+    q: WorkQueue[tuple[str, str]] = WorkQueue()
+    for item in [("a", "1"), ("a", "2"), ("b", "1")]:
+        q.add(item)
+    assert [await q.get() for _ in range(3)] == [("a", "1"), ("a", "2"), ("b", "1")]
