@@ -95,6 +95,13 @@ class RunResult:
     jobs_started: int = 0
     pickup_p50: float = float("nan")
     pickup_p99: float = float("nan")
+    idle_seconds: float = 0.0
+    loop_lag_p99: float = float("nan")
+    """The controller's event-loop lag, p99 over the workload (its own histogram)."""
+    loop_lag_max_bucket: float = float("nan")
+    """The upper bound of the largest lag bucket that counted anything in the workload."""
+    harness_cpu_run: float = 0.0
+    """CPU seconds of this process (fake GitHub, kubelet simulator, job player) in the run."""
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -157,6 +164,37 @@ def _sum_over(pids: list[int], reading: Any) -> tuple[float, float]:
     return sum(values), max(values, default=0.0)
 
 
+LOOP_LAG = "gharc_event_loop_lag_seconds"
+
+
+async def scrape_buckets(url: str, histogram: str) -> list[tuple[float, int]]:
+    """A histogram's cumulative buckets on a metrics endpoint, as (upper bound, count)."""
+    from gharc.testing.world import scrape_samples
+
+    samples = await scrape_samples(url, f"{histogram}_bucket")
+    return sorted((float(labels.get("le", "inf")), value) for labels, value in samples)
+
+
+def _bucket_delta(
+    after: list[tuple[float, int]], before: list[tuple[float, int]]
+) -> list[tuple[float, int]]:
+    """Cumulative buckets of what was observed between the two readings."""
+    earlier = dict(before)
+    return [(le, n - earlier.get(le, 0)) for le, n in after]
+
+
+def bucket_quantile(buckets: list[tuple[float, int]], q: float) -> float:
+    """The upper bound of the bucket the ``q`` quantile falls in (Prometheus' buckets can
+    say no more): ``nan`` when nothing was observed."""
+    total = buckets[-1][1] if buckets else 0
+    if not total:
+        return float("nan")
+    for le, n in buckets:
+        if n >= q * total:
+            return le
+    return float("inf")
+
+
 # -- one run ------------------------------------------------------------------------------
 class ListenerRun:
     def __init__(self, opts: ListenerBenchOptions, mode: str, n: int) -> None:
@@ -205,7 +243,9 @@ class ListenerRun:
             me = os.getpid()
             pids = listener_pids(me) if res.mode == "Pod" else []
             ctl0, lst0 = proc_cpu_seconds(pid), _cpu(pids)
+            idle_began = time.monotonic()
             await asyncio.sleep(opts.idle_seconds)
+            res.idle_seconds = time.monotonic() - idle_began
             pids = listener_pids(me) if res.mode == "Pod" else []
             res.listener_processes = len(pids)
             res.controller_rss_idle = proc_rss_mib(pid)
@@ -214,7 +254,14 @@ class ListenerRun:
             res.controller_cpu_idle = ctl1 - ctl0
             res.listener_cpu_idle = sum(v - lst0.get(p, v) for p, v in lst1.items())
 
+            metrics_url = f"http://127.0.0.1:{world.metrics_port}/metrics"
+            lag_before = await scrape_buckets(metrics_url, LOOP_LAG)
+            harness0 = proc_cpu_seconds(me)
             await self._play(world, names)
+            res.harness_cpu_run = proc_cpu_seconds(me) - harness0
+            lag = _bucket_delta(await scrape_buckets(metrics_url, LOOP_LAG), lag_before)
+            res.loop_lag_p99 = bucket_quantile(lag, 0.99)
+            res.loop_lag_max_bucket = max((le for le, n in lag if n), default=float("nan"))
 
             ctl2, lst2 = proc_cpu_seconds(pid), _cpu(pids)
             res.controller_cpu_run = ctl2 - ctl1
@@ -331,6 +378,37 @@ def _listener_cpu(results: list[RunResult]) -> list[str]:
     return lines
 
 
+def scale_table(results: list[RunResult]) -> str:
+    """``--suite scale``: what one controller costs as the number of scale sets grows."""
+    head = (
+        f"{'N':>5} {'sessions s':>10} {'RSS idle':>9} {'RSS peak':>9} {'idle CPU %':>10} "
+        f"{'lag p99 s':>9} {'lag max s':>9} {'p50 s':>7} {'p99 s':>7} {'jobs':>5} "
+        f"{'harness CPU %':>13}"
+    )
+    lines = [head, "-" * len(head)]
+    for r in results:
+        idle_pct = 100 * r.controller_cpu_idle / r.idle_seconds if r.idle_seconds else float("nan")
+        measured = r.controller_cpu_run + r.harness_cpu_run
+        harness = 100 * r.harness_cpu_run / measured if measured else float("nan")
+        lines.append(
+            f"{r.scale_sets:>5} {r.setup_seconds:10.1f} {r.controller_rss_idle:9.1f} "
+            f"{r.controller_rss_peak:9.1f} {idle_pct:10.2f} {r.loop_lag_p99:9.3f} "
+            f"{r.loop_lag_max_bucket:9.3f} {r.pickup_p50:7.3f} {r.pickup_p99:7.3f} "
+            f"{r.jobs_started:>5} {harness:13.1f}"
+        )
+        for note in r.notes:
+            lines.append(f"    note: {note}")
+    lines.append(
+        "sessions s: from the first scale set's creation until every listener holds a message "
+        "session; RSS in MiB (controller process); idle CPU: the controller's, % of one core, "
+        "over the warm-up idle; lag: the controller's gharc_event_loop_lag_seconds over the "
+        "workload (bucket upper bounds); pickup: queued -> started at the fake GitHub; "
+        "harness CPU %: this process (fake GitHub, kubelet simulator, job player) as a share "
+        "of harness + controller CPU during the workload (the API server is not counted)."
+    )
+    return "\n".join(lines)
+
+
 async def run_suite(opts: ListenerBenchOptions) -> list[RunResult]:
     results: list[RunResult] = []
     for mode in opts.modes:
@@ -346,12 +424,13 @@ async def run_suite(opts: ListenerBenchOptions) -> list[RunResult]:
     return results
 
 
-def run(opts: ListenerBenchOptions) -> int:
+def run(opts: ListenerBenchOptions, *, suite: str = "listeners") -> int:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     print(
-        f"gharc bench --suite listeners: {opts.jobs} jobs at {opts.rate}/s, jobs "
-        f"{opts.job_seconds[0]}-{opts.job_seconds[1]} s; in-process N={list(opts.sizes)}, "
-        f"pod N={list(opts.pod_sizes)}; load {os.getloadavg()[0]:.2f}",
+        f"gharc bench --suite {suite}: {opts.jobs} jobs at {opts.rate}/s, jobs "
+        f"{opts.job_seconds[0]}-{opts.job_seconds[1]} s; in-process N={list(opts.sizes)}"
+        + (f", pod N={list(opts.pod_sizes)}" if "Pod" in opts.modes else "")
+        + f"; load {os.getloadavg()[0]:.2f}",
         flush=True,
     )
     results: list[RunResult] = []
@@ -359,7 +438,7 @@ def run(opts: ListenerBenchOptions) -> int:
         results = asyncio.run(run_suite(opts))
     largest = max([*opts.sizes, *opts.pod_sizes], default=1)
     print()
-    print(table(results, largest))
+    print(scale_table(results) if suite == "scale" else table(results, largest))
     print(f"load average at the end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     if opts.out is not None:
         opts.out.mkdir(parents=True, exist_ok=True)

@@ -167,7 +167,9 @@ def bench(
     suite: str = typer.Option(
         "jobs",
         help="jobs: the whole system under a job stream; listeners: what a listener costs "
-        "in-process and as a pod, at several scale set counts (bench/README.md).",
+        "in-process and as a pod, at several scale set counts; scale: one controller with "
+        "in-process listeners at --sizes scale sets (default 1,100,1000): time to sessions, "
+        "RSS, idle CPU, loop lag, pickup (bench/README.md).",
     ),
     jobs: int | None = typer.Option(None, help="Jobs in a run (jobs: 1000, listeners: 200)."),
     scale_sets: int = typer.Option(20, help="Scale sets (one namespace each, one controller)."),
@@ -187,7 +189,9 @@ def bench(
     listener_mode: str = typer.Option(
         "InProcess", help="jobs suite: the controller's --listener-mode (InProcess or Pod)."
     ),
-    sizes: str = typer.Option("1,10,50,200", help="listeners suite: in-process scale set counts."),
+    sizes: str = typer.Option(
+        "1,10,50,200", help="listeners and scale suites: in-process scale set counts."
+    ),
     pod_sizes: str = typer.Option(
         "1,10,50", help="listeners suite: pod-mode scale set counts (one process per listener)."
     ),
@@ -208,10 +212,13 @@ def bench(
 
     if listener_mode not in ("InProcess", "Pod"):
         raise typer.BadParameter("expected InProcess or Pod", param_hint="--listener-mode")
-    if suite == "listeners":
+    if suite in ("listeners", "scale"):
         from gharc.bench_listeners import MODES, ListenerBenchOptions
         from gharc.bench_listeners import run as run_listeners
 
+        if suite == "scale":  # one controller, in-process listeners, many scale sets
+            modes = "InProcess"
+            sizes = sizes if sizes != "1,10,50,200" else "1,100,1000"
         chosen = tuple(m.strip() for m in modes.split(",") if m.strip())
         if not chosen or any(m not in MODES for m in chosen):
             raise typer.BadParameter("expected InProcess and/or Pod", param_hint="--modes")
@@ -230,9 +237,9 @@ def bench(
             seed=seed,
             out=Path(out) if out else None,
         )
-        raise typer.Exit(run_listeners(listener_options))
+        raise typer.Exit(run_listeners(listener_options, suite=suite))
     if suite != "jobs":
-        raise typer.BadParameter("expected jobs or listeners", param_hint="--suite")
+        raise typer.BadParameter("expected jobs, listeners or scale", param_hint="--suite")
 
     from gharc.bench import BenchOptions, run
 

@@ -63,7 +63,7 @@ from gharc.controllers.scaleset.credentials import (
 from gharc.controllers.scaleset.events import NORMAL, WARNING, EventRecorder, emit
 from gharc.controllers.scaleset.failures import reconcile_or_wait_for_github
 from gharc.controllers.scaleset.labels import filter_and_merge_labels, merge_annotations
-from gharc.controllers.scaleset.options import ScaleSetOptions
+from gharc.controllers.scaleset.options import LISTENER_MODE_IN_PROCESS, ScaleSetOptions
 from gharc.controllers.scaleset.reconcileutil import remove_finalizer
 from gharc.controllers.scaleset.secretprotection import SecretProtection
 from gharc.github import errors as gh_errors
@@ -423,7 +423,7 @@ class AutoscalingRunnerSetReconciler:
         refused template leaves nothing behind; a listener already running from an
         earlier, allowed template is left as it is.
         """
-        if self.options.allow_unrestricted_listener_template:
+        if self.options.allow_unrestricted_listener_template or self._template_unused():
             return
         violations = listenerpolicy.template_violations(
             spec_of(ars).get("listenerTemplate"),
@@ -431,6 +431,12 @@ class AutoscalingRunnerSetReconciler:
         )
         if violations:
             raise ConfigurationError(cond.REASON_FORBIDDEN, listenerpolicy.describe(violations))
+
+    def _template_unused(self) -> bool:
+        """In-process listeners have no pod for a ``listenerTemplate`` to shape: an ARC
+        user's template is kept (it applies again in Pod mode) and reported as not used,
+        rather than refusing the scale set over a pod that will never exist."""
+        return self.options.listener_mode == LISTENER_MODE_IN_PROCESS
 
     def _template_condition(self, ars: JSON, forbidden: str | None) -> list[JSON]:
         """``status.conditions`` with ``ListenerTemplateAllowed`` set.
@@ -440,6 +446,13 @@ class AutoscalingRunnerSetReconciler:
         """
         if forbidden is not None:
             verdict = (cond.FALSE, cond.REASON_FORBIDDEN, forbidden)
+        elif self._template_unused() and spec_of(ars).get("listenerTemplate"):
+            verdict = (
+                cond.TRUE,
+                cond.REASON_NOT_USED,
+                "listeners run in the controller (--listener-mode InProcess): there is no "
+                "listener pod, so listenerTemplate is not used",
+            )
         elif self.options.allow_unrestricted_listener_template:
             verdict = (cond.TRUE, cond.REASON_UNRESTRICTED, "listener template checks are off")
         else:

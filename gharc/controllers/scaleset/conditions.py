@@ -20,6 +20,8 @@ LISTENER_TEMPLATE_ALLOWED = "ListenerTemplateAllowed"
 REASON_ALLOWED = "Allowed"
 REASON_UNRESTRICTED = "Unrestricted"
 REASON_FORBIDDEN = "ListenerTemplateForbidden"
+REASON_NOT_USED = "NotUsed"
+"""In-process listeners run no pod: a template is kept, not checked, and not applied."""
 #: AutoscalingRunnerSet: is its listener running? (reason: the listener's phase)
 LISTENER_RUNNING = "ListenerRunning"
 

@@ -21,6 +21,7 @@ from gharc.controllers.scaleset.options import ScaleSetOptions
 from gharc.kube.client import KubeClient
 from gharc.kube.errors import Forbidden, Invalid
 from gharc.kube.resources import NAMESPACES, PODS, SECRETS, SERVICE_ACCOUNTS
+from gharc.testing.wait import eventually
 
 JSON = dict[str, Any]
 VICTIM_SECRET = "victim-6b5d8f7c-listener-config"
@@ -295,3 +296,31 @@ async def test_flag_restores_the_unrestricted_merge(kubeconfig: str, namespace: 
         ars = await w.ars("arc")
         cond = _condition(ars)
         assert cond is not None and cond["reason"] == "Unrestricted"
+
+
+async def test_in_process_listeners_keep_a_template_and_report_it_unused(
+    kubeconfig: str, namespace: str
+) -> None:
+    """An ARC user's listenerTemplate (here even the attack) does not fail a scale set
+    whose listener runs in the controller: there is no pod for it to shape. The scale set
+    comes up, the template is kept as written, and the condition says it is not used."""
+
+    def _reported_unused(ars: JSON) -> bool:
+        cond = _condition(ars)
+        return cond is not None and cond["reason"] == "NotUsed"
+
+    async with running_world(kubeconfig, namespace, listener_mode="InProcess") as w:
+        await w.create_ars("arc-user", listenerTemplate=ATTACK)
+        ars = await w.wait_ars(_reported_unused, name="arc-user", message="template not used")
+        cond = _condition(ars)
+        assert cond is not None and cond["status"] == "True", cond
+        assert "InProcess" in cond["message"]
+        assert (ars.get("status") or {}).get("phase") != c.PHASE_FAILED, ars.get("status")
+        assert ars["spec"]["listenerTemplate"] == ATTACK
+        await eventually(
+            lambda: w.kube.list(EPHEMERAL_RUNNER_SETS, namespace=namespace),
+            timeout=20,
+            message="the scale set's EphemeralRunnerSet",
+        )
+        assert await w.events("ListenerTemplateForbidden") == []
+        assert await w.kube.list(PODS, namespace=namespace) == [], "no listener pod"
