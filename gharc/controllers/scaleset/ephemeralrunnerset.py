@@ -70,6 +70,11 @@ from gharc.kube.store import BY_CONTROLLER_UID, index_by_controller_uid
 
 log = logging.getLogger(__name__)
 
+CREATES_IN_FLIGHT_PER_NAMESPACE = 16
+"""EphemeralRunner creates one namespace (one tenant) may have in flight at once. The
+controller's connection pool to the API server holds 100 connections shared by every
+tenant; 16 keeps a burst fast (a create takes milliseconds) and leaves the pool to others."""
+
 JSON = dict[str, Any]
 
 #: While busy runners hold up a deletion or an Outdated cleanup, look again this often.
@@ -185,6 +190,8 @@ class EphemeralRunnerSetReconciler:
         self.recorder = recorder
         self._expectations = Expectations()
         """EphemeralRunners created / deleted per set (by set uid), not yet in the cache."""
+        self._create_slots: dict[str, asyncio.Semaphore] = {}
+        """Namespace -> its share of runner creates in flight (CREATES_IN_FLIGHT_PER_NAMESPACE)."""
         self._uids: dict[Request, str] = {}
         self._status_written: dict[str, float] = {}
         """Set uid -> monotonic time of its last status count write."""
@@ -505,13 +512,24 @@ class EphemeralRunnerSetReconciler:
         return None
 
     async def _create_runners(self, ers: JSON, count: int) -> None:
-        """Create ``count`` runners at once: the client's rate limit paces them, and a
-        burst of 400 no longer waits for 400 round trips one after the other."""
+        """Create ``count`` runners concurrently, at most CREATES_IN_FLIGHT_PER_NAMESPACE at a
+        time per namespace: a burst of 400 does not wait for 400 round trips one after the
+        other, nor fill the shared connection pool so that other tenants' requests queue
+        behind it."""
         owner = str(rr.meta(ers)["uid"])
+        namespace = str(rr.meta(ers).get("namespace") or "")
+        slots = self._create_slots.get(namespace)
+        if slots is None:
+            slots = self._create_slots[namespace] = asyncio.Semaphore(
+                CREATES_IN_FLIGHT_PER_NAMESPACE
+            )
 
         async def one() -> Exception | None:
             try:
-                created = await self.kube.create(EPHEMERAL_RUNNERS, rr.new_ephemeral_runner(ers))
+                async with slots:
+                    created = await self.kube.create(
+                        EPHEMERAL_RUNNERS, rr.new_ephemeral_runner(ers)
+                    )
             except kerr.ApiError as err:
                 return err
             meta = rr.meta(created)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import copy
 from typing import Any
 
@@ -102,3 +103,46 @@ async def test_marker_compared_with_equality(patch_id: int, marker: int, created
     rec, kube = _reconciler(_ers(patch_id, 1, marker), _ers(patch_id, 1, marker))
     await rec.reconcile(Request("ns", "set"))
     assert len(kube.created) == created
+
+
+class InFlightKube:
+    """Counts EphemeralRunner creates in flight per namespace; each takes a moment."""
+
+    def __init__(self) -> None:
+        self.in_flight: dict[str, int] = {}
+        self.most: dict[str, int] = {}
+        self.done: list[str] = []
+
+    async def create(self, resource: Any, body: dict[str, Any]) -> dict[str, Any]:
+        ns = body["metadata"]["namespace"]
+        self.in_flight[ns] = self.in_flight.get(ns, 0) + 1
+        self.most[ns] = max(self.most.get(ns, 0), self.in_flight[ns])
+        await asyncio.sleep(0.01)
+        self.in_flight[ns] -= 1
+        self.done.append(ns)
+        return {**body, "metadata": {**body["metadata"], "name": f"r{len(self.done)}", "uid": "x"}}
+
+
+async def test_one_tenants_burst_of_creates_leaves_room_for_another() -> None:
+    """400 runners of one namespace go out at most CREATES_IN_FLIGHT_PER_NAMESPACE at a
+    time, and another namespace's runner is not queued behind them."""
+    from gharc.controllers.scaleset import ephemeralrunnerset as ersmod
+
+    kube = InFlightKube()
+    reconciler = EphemeralRunnerSetReconciler(
+        kube,  # type: ignore[arg-type]
+        FakeCache(_ers(0, 0, None)),  # type: ignore[arg-type]
+        ScaleSetOptions(controller_namespace="ns"),
+        None,  # type: ignore[arg-type]
+    )
+    burst = _ers(1, 400, None)
+    burst["metadata"]["namespace"] = "team-a"
+    trickle = _ers(1, 1, None)
+    trickle["metadata"].update(namespace="team-b", uid="v")
+    big = asyncio.create_task(reconciler._create_runners(burst, 400))
+    await asyncio.sleep(0.02)
+    await reconciler._create_runners(trickle, 1)
+    assert kube.done.count("team-a") < 100, "team-b's runner waited for team-a's burst"
+    await big
+    assert kube.done.count("team-a") == 400
+    assert kube.most["team-a"] == ersmod.CREATES_IN_FLIGHT_PER_NAMESPACE
