@@ -169,7 +169,8 @@ def bench(
         help="jobs: the whole system under a job stream; listeners: what a listener costs "
         "in-process and as a pod, at several scale set counts; scale: one controller with "
         "in-process listeners at --sizes scale sets (default 1,100,1000): time to sessions, "
-        "RSS, idle CPU, loop lag, pickup (bench/README.md).",
+        "RSS, idle CPU, loop lag, pickup; fairness: one tenant's trickle while another's "
+        "--burst lands (bench/README.md).",
     ),
     jobs: int | None = typer.Option(None, help="Jobs in a run (jobs: 1000, listeners: 200)."),
     scale_sets: int = typer.Option(20, help="Scale sets (one namespace each, one controller)."),
@@ -212,6 +213,22 @@ def bench(
 
     if listener_mode not in ("InProcess", "Pod"):
         raise typer.BadParameter("expected InProcess or Pod", param_hint="--listener-mode")
+    if suite == "fairness":
+        from gharc.bench_fairness import FairnessOptions
+        from gharc.bench_fairness import run as run_fairness
+
+        raise typer.Exit(
+            run_fairness(
+                FairnessOptions(
+                    burst=burst,
+                    trickle_jobs=jobs or 30,
+                    rate=rate or 1.0,
+                    poll_timeout=poll_timeout,
+                    timeout=timeout,
+                    out=Path(out) if out else None,
+                )
+            )
+        )
     if suite in ("listeners", "scale"):
         from gharc.bench_listeners import MODES, ListenerBenchOptions
         from gharc.bench_listeners import run as run_listeners
@@ -239,7 +256,9 @@ def bench(
         )
         raise typer.Exit(run_listeners(listener_options, suite=suite))
     if suite != "jobs":
-        raise typer.BadParameter("expected jobs, listeners or scale", param_hint="--suite")
+        raise typer.BadParameter(
+            "expected jobs, listeners, scale or fairness", param_hint="--suite"
+        )
 
     from gharc.bench import BenchOptions, run
 
