@@ -99,7 +99,7 @@ class RunResult:
     loop_lag_p99: float = float("nan")
     """The controller's event-loop lag, p99 over the workload (its own histogram)."""
     loop_lag_max_bucket: float = float("nan")
-    """The upper bound of the largest lag bucket that counted anything in the workload."""
+    """The upper bound of the bucket the workload's longest lag fell in."""
     harness_cpu_run: float = 0.0
     """CPU seconds of this process (fake GitHub, kubelet simulator, job player) in the run."""
     notes: list[str] = field(default_factory=list)
@@ -261,7 +261,7 @@ class ListenerRun:
             res.harness_cpu_run = proc_cpu_seconds(me) - harness0
             lag = _bucket_delta(await scrape_buckets(metrics_url, LOOP_LAG), lag_before)
             res.loop_lag_p99 = bucket_quantile(lag, 0.99)
-            res.loop_lag_max_bucket = max((le for le, n in lag if n), default=float("nan"))
+            res.loop_lag_max_bucket = bucket_quantile(lag, 1.0)
 
             ctl2, lst2 = proc_cpu_seconds(pid), _cpu(pids)
             res.controller_cpu_run = ctl2 - ctl1
