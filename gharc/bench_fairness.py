@@ -13,7 +13,7 @@ import asyncio
 import contextlib
 import logging
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +38,10 @@ class FairnessOptions:
 class Phase:
     name: str
     pickups: list[float]
+    stages: dict[str, dict[str, float]] = field(default_factory=dict)
+    """Where the trickle's pickup went (the whole-system bench's breakdown): the stages up to
+    "ER created->pod created" are the controller's, the later ones the kubelet simulator's
+    and the runner's (the harness)."""
 
     @property
     def p50(self) -> float:
@@ -57,15 +61,23 @@ async def _completed(world: Any, jobs: list[Any], timeout: float) -> None:
         )
 
 
-async def _trickle(world: Any, opts: FairnessOptions) -> list[float]:
+async def _trickle(world: Any, opts: FairnessOptions, name: str, timeline: Any) -> Phase:
     """``trickle_jobs`` jobs on the trickle set; their pickups once all completed."""
+    from gharc.bench import Bench, BenchOptions
+
     gh = world.github
     jobs = []
     for _ in range(opts.trickle_jobs):
         jobs.append(gh.enqueue_job("octo-org/trickle", ["trickle"], duration=opts.job_seconds))
         await asyncio.sleep(1 / opts.rate)
     await _completed(world, jobs, opts.timeout)
-    return [j.start_time - j.queue_time for j in jobs if j.start_time is not None]
+    breakdown = Bench(BenchOptions(progress=False))
+    breakdown.timeline = timeline
+    return Phase(
+        name,
+        [j.start_time - j.queue_time for j in jobs if j.start_time is not None],
+        breakdown._breakdown({j.request_id: j for j in jobs}),
+    )
 
 
 async def run_fairness(opts: FairnessOptions) -> list[Phase]:
@@ -91,15 +103,26 @@ async def run_fairness(opts: FairnessOptions) -> list[Phase]:
         await world.apply_scale_set("team-burst", "burst", max_runners=opts.burst)
         for name in ("trickle", "burst"):
             await world.wait_for_listener(name, timeout=120)
+        from gharc.bench import Timeline, _watch
+
+        timeline, stop = Timeline(), asyncio.Event()
+        watches = [
+            asyncio.create_task(_watch(world.api, timeline, kind, stop))
+            for kind in ("ephemeralrunnersets", "ephemeralrunners", "pods")
+        ]
         print("quiet: the trickle alone", flush=True)
-        quiet = Phase("quiet", await _trickle(world, opts))
+        quiet = await _trickle(world, opts, "quiet", timeline)
         print(f"burst: {opts.burst} jobs at once on the other tenant's set", flush=True)
         burst_jobs = [
             gh.enqueue_job("octo-org/burst", ["burst"], duration=opts.job_seconds)
             for _ in range(opts.burst)
         ]
-        during = Phase("during burst", await _trickle(world, opts))
+        during = await _trickle(world, opts, "during burst", timeline)
         await _completed(world, burst_jobs, opts.timeout)
+        stop.set()
+        for task in watches:
+            task.cancel()
+        await asyncio.gather(*watches, return_exceptions=True)
         done = sum(j.status == "completed" for j in burst_jobs)
         print(f"burst jobs completed: {done}/{opts.burst}", flush=True)
     return [quiet, during]
@@ -116,6 +139,10 @@ def run(opts: FairnessOptions) -> int:
     print(f"{'phase':<14} {'jobs':>5} {'p50 s':>7} {'p99 s':>7}")
     for phase in (quiet, during):
         print(f"{phase.name:<14} {len(phase.pickups):>5} {phase.p50:7.3f} {phase.p99:7.3f}")
+    for phase in (quiet, during):
+        print(f"{phase.name}: where the trickle's pickup went (p50 / p99 s)")
+        for stage, numbers in phase.stages.items():
+            print(f"  {stage:<30} {numbers['p50']:7.3f} {numbers['p99']:7.3f}")
     ratio = during.p99 / quiet.p99 if quiet.p99 else float("nan")
     print(f"trickle pickup p99 during the burst / quiet: {ratio:.2f} (bar: 2.0)")
     return 0 if len(during.pickups) == len(quiet.pickups) == opts.trickle_jobs else 1

@@ -32,7 +32,7 @@ from gharc.kube import metrics
 from gharc.kube.errors import ApiError, error_from_response
 from gharc.kube.fence import WriteFence
 from gharc.kube.objects import meta as meta_of
-from gharc.kube.ratelimit import TokenBucket
+from gharc.kube.ratelimit import FairTokenBucket
 from gharc.kube.resources import Resource
 from gharc.kube.transport import Response, Transport
 
@@ -159,7 +159,7 @@ class KubeClient(Reader):
         self.request_timeout = request_timeout
         self.max_retries = max_retries
         self.max_retry_after = max_retry_after
-        self._bucket = TokenBucket(qps=qps, burst=burst) if qps else None
+        self._bucket = FairTokenBucket(qps=qps, burst=burst) if qps else None
         self._owns = owns_api_client
         self.request_counts: collections.Counter[tuple[str, str, str]] = collections.Counter()
         self._host = self.transport.host
@@ -295,7 +295,7 @@ class KubeClient(Reader):
         attempt = 0
         while True:
             if self._bucket is not None:
-                await self._bucket.wait()
+                await self._bucket.wait(_namespace_of(path))
             timeout = None if watch else self.request_timeout
             if writes:
                 timeout = min(self.request_timeout, self.fence.check(method, path))
@@ -757,3 +757,10 @@ def _query_value(value: Any) -> str:
     if value is False:
         return "false"
     return str(value)
+
+
+def _namespace_of(path: str) -> str:
+    """The namespace a request path addresses ("" for cluster-wide ones): the client's fair
+    rate limit takes turns across namespaces (tenants)."""
+    _, found, rest = path.partition("/namespaces/")
+    return rest.split("/", 1)[0] if found else ""

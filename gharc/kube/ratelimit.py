@@ -13,6 +13,7 @@ shared/spec/python-ecosystem.md section 4).
 from __future__ import annotations
 
 import asyncio
+from collections import deque
 from collections.abc import Hashable
 from typing import Generic, Protocol, TypeVar
 
@@ -20,6 +21,7 @@ from gharc.kube.clock import Clock, LoopClock
 
 __all__ = [
     "BucketRateLimiter",
+    "FairTokenBucket",
     "ItemExponentialFailureRateLimiter",
     "MaxOfRateLimiter",
     "RateLimiter",
@@ -98,6 +100,77 @@ class TokenBucket:
         delay = self.reserve()
         if delay > 0:
             await asyncio.sleep(delay)
+
+
+_WHOLE = 1 - 1e-9
+"""A token, give or take float rounding (0.1 s at 10 qps must make one, not 0.9999999)."""
+
+
+class FairTokenBucket:
+    """A client-side QPS limit whose waiting callers are served in turn across keys.
+
+    One token bucket (``qps``, ``burst``) as :class:`TokenBucket`, but when callers have to
+    wait, the next token goes to the key whose turn it is (the KubeClient keys by namespace:
+    one tenant), first-in-first-out within a key. With one shared FIFO a tenant's burst of
+    400 runners (8,000 requests) put every other tenant's next request behind all of them:
+    a 1 s job waited 53 s for its runner. Waiters hold no task: one timer serves them all.
+    """
+
+    def __init__(self, *, qps: float, burst: int, clock: Clock | None = None) -> None:
+        if qps <= 0 or burst <= 0:
+            raise ValueError("qps and burst must be positive")
+        self.qps = qps
+        self.burst = burst
+        self._clock = clock or LoopClock()
+        self._tokens = float(burst)
+        self._last: float | None = None
+        self._waiting: dict[Hashable, deque[asyncio.Future[None]]] = {}
+        self._turns: deque[Hashable] = deque()
+        self._timer: asyncio.TimerHandle | None = None
+
+    def _refill(self) -> None:
+        now = self._clock.now()
+        if self._last is not None:
+            self._tokens = min(float(self.burst), self._tokens + (now - self._last) * self.qps)
+        self._last = now
+
+    async def wait(self, key: Hashable = None) -> None:
+        """Take a token for ``key``, waiting for it (and for other keys' turns) if need be."""
+        self._refill()
+        if not self._turns and self._tokens >= _WHOLE:
+            self._tokens -= 1
+            return
+        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        queue = self._waiting.get(key)
+        if queue is None:
+            queue = self._waiting[key] = deque()
+            self._turns.append(key)
+        queue.append(waiter)
+        self._schedule()
+        await waiter  # a cancelled waiter is skipped when its turn comes
+
+    def _schedule(self) -> None:
+        if self._timer is not None or not self._turns:
+            return
+        delay = max(0.001, (1 - self._tokens) / self.qps)  # a floor: rounding never spins
+        self._timer = asyncio.get_running_loop().call_later(delay, self._release)
+
+    def _release(self) -> None:
+        self._timer = None
+        self._refill()
+        while self._turns and self._tokens >= _WHOLE:
+            key = self._turns.popleft()
+            queue = self._waiting[key]
+            waiter = queue.popleft()
+            if queue:
+                self._turns.append(key)  # its next caller waits for every other key's turn
+            else:
+                del self._waiting[key]
+            if waiter.done():
+                continue  # cancelled while waiting: no token spent
+            self._tokens -= 1
+            waiter.set_result(None)
+        self._schedule()
 
 
 class BucketRateLimiter(Generic[T]):

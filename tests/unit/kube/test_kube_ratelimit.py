@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
 from gharc.kube.clock import FakeClock
@@ -79,3 +81,44 @@ def test_bucket_limiter_keeps_no_per_item_state() -> None:
     limiter: BucketRateLimiter[str] = BucketRateLimiter(qps=1, burst=1, clock=FakeClock())
     limiter.when("a")
     assert limiter.num_requeues("a") == 0
+
+
+@pytest.mark.looptime
+async def test_a_fair_bucket_serves_waiting_keys_in_turn() -> None:
+    """400 requests of team-a wait for tokens; team-b's one, asked for after them, is served
+    second, not 401st; team-a's keep their order; the rate stays the bucket's."""
+    from gharc.kube.ratelimit import FairTokenBucket
+
+    bucket = FairTokenBucket(qps=10, burst=1)
+    served: list[tuple[str, int, float]] = []
+    loop = asyncio.get_running_loop()
+    start = loop.time()
+
+    async def request(key: str, i: int) -> None:
+        await bucket.wait(key)
+        served.append((key, i, loop.time() - start))
+
+    burst = [asyncio.create_task(request("team-a", i)) for i in range(400)]
+    await asyncio.sleep(0)
+    other = asyncio.create_task(request("team-b", 0))
+    await asyncio.gather(*burst, other)
+    order = [(k, i) for k, i, _ in served]
+    assert order[:4] == [("team-a", 0), ("team-a", 1), ("team-b", 0), ("team-a", 2)]
+    assert [i for k, i in order if k == "team-a"] == list(range(400))
+    assert served[-1][2] == pytest.approx(40.0, abs=0.2), "10 per second, 401 requests"
+
+
+@pytest.mark.looptime
+async def test_a_cancelled_waiter_spends_no_token() -> None:
+    from gharc.kube.ratelimit import FairTokenBucket
+
+    bucket = FairTokenBucket(qps=1, burst=1)
+    await bucket.wait("a")  # the burst token
+    gone = asyncio.create_task(bucket.wait("a"))
+    kept = asyncio.create_task(bucket.wait("b"))
+    await asyncio.sleep(0)
+    gone.cancel()
+    loop = asyncio.get_running_loop()
+    start = loop.time()
+    await kept
+    assert loop.time() - start == pytest.approx(1.0, abs=0.05)
