@@ -17,17 +17,19 @@ spending: every caller retries on its own. The budget spends points before sendi
   :class:`~gharc.github.errors.RateLimited` with ``until``, the time it may go. The
   controllers requeue for then (ScaleSetReady=False, reason GitHubRateLimited); the
   listener sleeps until then. Nothing is sent meanwhile.
-* **what GitHub says wins**: an exhausted quota (403/429 with ``X-RateLimit-Remaining: 0``)
-  blocks every call of the credential until ``X-RateLimit-Reset``; a ``Remaining`` that
-  falls into a priority's reserve holds that priority until the reset. A secondary limit
-  (``Retry-After``) is waited out by the call that drew it (the transport sleeps or raises
-  with ``until``), not imposed on the others: one runner's 429 on its JIT config must not
-  hold another runner's.
+* **what GitHub says wins**: a rate-limit answer (429, or 403 with ``Retry-After``,
+  ``X-RateLimit-Remaining: 0`` or a rate-limit message) holds back every call of the
+  credential to the same service until it lifts (``Retry-After``, else
+  ``X-RateLimit-Reset``): the limit is the credential's, not the caller's, and GitHub asks
+  for no requests until then. Before, only an exhausted REST quota did; a 429 on one
+  runner's JIT config left the other runners sending theirs into the same limit. A
+  ``Remaining`` that falls into a priority's reserve holds that priority until the reset.
 
 * **REST only**: the Actions service (JIT configs, job acquisition, the message queue,
   ``/_apis/...``) is another service with its own limits, which it enforces with 429 and
   ``Retry-After``. Its calls neither spend REST's points nor count against REST's hour, and
-  a low REST quota never holds them: a 1,000-job run makes ~5,000 of them an hour.
+  a low REST quota never holds them: a 1,000-job run makes ~5,000 of them an hour. A
+  rate-limit answer holds the service that gave it (:func:`service_of`), not the other.
 
 Time comes from an injected clock, so tests need no sleeps.
 """
@@ -40,6 +42,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from enum import IntEnum
 
+from gharc.github.endpoint_class import is_actions_service
 from gharc.github.errors import RateLimited
 
 log = logging.getLogger(__name__)
@@ -88,9 +91,15 @@ def cost_of(method: str, endpoint: str = "") -> int:
     limits GitHub does not publish as points: its calls cost none here, so a burst of JIT
     configs is not paced by REST's 900 points a minute. They still wait out its 429s and
     ``Retry-After``, and a cleanup call still waits while the REST budget is low."""
-    if endpoint.startswith("/_apis/") or "{messageQueueUrl}" in endpoint:
+    if is_actions_service(endpoint):
         return 0
     return 1 if method.upper() in _READS else 5
+
+
+def service_of(endpoint: str) -> str:
+    """``"actions"`` or ``"rest"``: which of the credential's limits a call counts against,
+    and so which a rate-limit answer to it holds back."""
+    return "actions" if is_actions_service(endpoint) else "rest"
 
 
 @dataclass(frozen=True)
@@ -131,8 +140,9 @@ class RateBudget:
     level: float = -1.0
     """Points available now (-1: full, set at the first call)."""
     updated: float = 0.0
-    blocked_until: float = 0.0
-    """The quota is exhausted until then: nothing of the credential is sent before it."""
+    held_until: dict[str, float] = field(default_factory=dict)
+    """By service (:func:`service_of`): rate limited until then, nothing of the credential
+    to that service is sent before it."""
     remaining: int | None = None
     limit: int | None = None
     reset_at: float = 0.0
@@ -144,17 +154,20 @@ class RateBudget:
         self.level = min(self.policy.points, self.level + (now - self.updated) * self.policy.rate)
         self.updated = now
 
-    def take(self, priority: Priority, cost: int) -> None:
+    def take(self, priority: Priority, cost: int, service: str = "rest") -> None:
         """Spend ``cost`` points at ``priority``, or raise :class:`RateLimited` with the
         time the call may be sent."""
+        if self.held_until:
+            held = self.held_until.get(service, 0.0)
+            if held and self.clock() < held:
+                # NB: no counts or times in the message (it becomes status, see below).
+                raise RateLimited(f"{self.name}: rate limited; calls wait for it", until=held)
         if cost == 0:
             # The Actions service (JIT configs, acquire, the message queue) is another
             # service: REST's points and hour's quota neither limit nor count its calls.
             return
         now = self.clock()
         self._refill(now)
-        if now < self.blocked_until:
-            raise RateLimited(f"{self.name}: rate limit exhausted", until=self.blocked_until)
         if (
             self.remaining is not None
             and self.limit
@@ -179,16 +192,24 @@ class RateBudget:
         if self.remaining is not None and now < self.reset_at:
             self.remaining -= 1
 
-    def observe(self, headers: Mapping[str, str], limited_until: float | None) -> None:
-        """Learn from an answer: its ``X-RateLimit-*`` headers and, for a rate-limit
-        answer, the time it lifts (``limited_until``, epoch seconds)."""
-        remaining = header_number(headers, "x-ratelimit-remaining")
-        limit = header_number(headers, "x-ratelimit-limit")
-        reset = header_number(headers, "x-ratelimit-reset")
-        if remaining is not None and limit is not None and reset is not None:
-            self.remaining, self.limit, self.reset_at = int(remaining), int(limit), reset
-        exhausted = remaining == 0 and headers.get("retry-after") is None
-        if limited_until is not None and exhausted and limited_until > self.blocked_until:
-            self.blocked_until = limited_until
+    def observe(
+        self, headers: Mapping[str, str], limited_until: float | None, service: str = "rest"
+    ) -> None:
+        """Learn from an answer of ``service``: its ``X-RateLimit-*`` headers and, for a
+        rate-limit answer, the time it lifts (``limited_until``, epoch seconds), which
+        holds every call of the credential to that service until then."""
+        if service == "rest":  # the Actions service's headers are not REST's hour
+            remaining = header_number(headers, "x-ratelimit-remaining")
+            limit = header_number(headers, "x-ratelimit-limit")
+            reset = header_number(headers, "x-ratelimit-reset")
+            if remaining is not None and limit is not None and reset is not None:
+                self.remaining, self.limit, self.reset_at = int(remaining), int(limit), reset
+        if limited_until is not None and limited_until > self.held_until.get(service, 0.0):
+            self.held_until[service] = limited_until
             wait = max(0.0, limited_until - self.clock())
-            log.warning("%s: quota exhausted; every call waits %.0fs", self.name, wait)
+            log.warning(
+                "%s: rate limited; every %s call of the credential waits %.0fs",
+                self.name,
+                service,
+                wait,
+            )

@@ -2,10 +2,11 @@
 
 * 5xx and connection errors: retried with jittered exponential backoff, bounded attempts;
   with a :class:`~gharc.github.breaker.BreakerRegistry` (the controllers'), every attempt
-  also passes the (host, credential) circuit breaker, which fails fast with
-  :class:`CircuitOpen` once that host has failed too often lately, and its rate budget
-  (:mod:`gharc.github.budget`), which holds a call back (waited out, or
-  :class:`RateLimited` with ``until``) while GitHub's quota or points are spent.
+  also passes the (host, credential, endpoint class) circuit breaker, which fails fast
+  with :class:`CircuitOpen` once that class's calls to the host have failed too often
+  lately, and the (host, credential)'s rate budget (:mod:`gharc.github.budget`), which
+  holds a call back (waited out, or :class:`RateLimited` with ``until``) while GitHub's
+  quota or points are spent or a rate-limit answer to any caller has not lifted yet.
 * 403/429 rate limits: waited out until ``Retry-After`` / ``X-RateLimit-Reset`` when that is
   within the cap, else :class:`RateLimited` at once (the caller decides, e.g. exit). The
   controllers' cap (:data:`CONTROLLER_RETRY`) is 2 s: they requeue instead of waiting.
@@ -361,7 +362,11 @@ class Sender:
         rate_waits = 0
         while True:
             attempt += 1
-            breaker = self.breakers.for_url(url, self.identity) if self.breakers else None
+            breaker = (
+                self.breakers.for_call(url, self.identity, method, endpoint)
+                if self.breakers
+                else None
+            )
             slot = True
             if breaker is not None:
                 try:
@@ -406,6 +411,7 @@ class Sender:
                 breaker.observe(
                     response.headers,
                     self.clock() + rate_limit_wait(response, self.clock()) if limited else None,
+                    endpoint,
                 )
             if failure is not None:
                 if attempt >= self.policy.max_attempts:

@@ -1,6 +1,7 @@
-"""The (host, credential) circuit breaker (issue 19 §4): during a GitHub outage every caller
-of that host shares one backoff, instead of each pending runner retrying on its own (164
-JIT config calls in 30 s of 503s for ten runners). Time is an injected clock."""
+"""The (host, credential, endpoint class) circuit breaker (issue 19 §4, issue 28 §7): during a
+GitHub outage every caller of that host shares one backoff, instead of each pending runner
+retrying on its own (164 JIT config calls in 30 s of 503s for ten runners), and a success
+on another endpoint does not end a JIT config outage's backoff. Time is an injected clock."""
 
 from __future__ import annotations
 
@@ -135,12 +136,15 @@ def test_a_cancelled_call_releases_its_slot() -> None:
     b.acquire(priority=True)
 
 
-def test_registry_shares_one_breaker_per_host_and_credential() -> None:
+def test_registry_shares_one_breaker_per_host_credential_and_class() -> None:
     reg = BreakerRegistry(POLICY, clock=Clock())
-    a = reg.for_url(JIT_URL, "cred-a")
-    assert reg.for_url(LIST_URL, "cred-a") is a
-    assert reg.for_url("http://127.0.0.1:10/x", "cred-a") is not a
-    assert reg.for_url(JIT_URL, "cred-b") is not a
+    a = reg.for_call(JIT_URL, "cred-a", "POST", JIT_ENDPOINT)
+    assert reg.for_call(JIT_URL.replace("/1/", "/7/"), "cred-a", "POST", JIT_ENDPOINT) is a
+    stats = reg.for_call(LIST_URL, "cred-a", "GET", LIST_ENDPOINT)
+    assert stats is not a and stats.budget is a.budget  # one rate budget per credential
+    assert reg.for_call("http://127.0.0.1:10/x", "cred-a", "POST", JIT_ENDPOINT) is not a
+    other = reg.for_call(JIT_URL, "cred-b", "POST", JIT_ENDPOINT)
+    assert other is not a and other.budget is not a.budget
 
 
 # -- the Sender ------------------------------------------------------------------------------
@@ -187,6 +191,8 @@ async def test_sender_503_storm_stops_at_the_breaker() -> None:
 
 
 async def test_sender_priority_probe_first_then_everyone_once_it_answers() -> None:
+    """Both classes failed: at the reopening a JIT config probes, a statistics read waits
+    the grace, then goes too."""
     clock = Clock()
     reg = BreakerRegistry(POLICY, clock=clock)
     status = [503]
@@ -197,19 +203,21 @@ async def test_sender_priority_probe_first_then_everyone_once_it_answers() -> No
     sender = _sender(httpx.MockTransport(handler), reg, [], clock)
     with pytest.raises(CircuitOpen):
         await sender.send("GET", LIST_URL, endpoint=LIST_ENDPOINT)
-    breaker = reg.for_url(LIST_URL, "c")
-    clock.now = breaker.reopen_at
+    with pytest.raises(CircuitOpen):
+        await sender.send("POST", JIT_URL, endpoint=JIT_ENDPOINT)
+    clock.now = reg.for_call(LIST_URL, "c", "GET", LIST_ENDPOINT).reopen_at
     status[0] = 200
     with pytest.raises(CircuitOpen):
         await sender.send("GET", LIST_URL, endpoint=LIST_ENDPOINT)
     assert (await sender.send("POST", JIT_URL, endpoint=JIT_ENDPOINT)).status_code == 200
+    clock.now += POLICY.priority_grace
     assert (await sender.send("GET", LIST_URL, endpoint=LIST_ENDPOINT)).status_code == 200
 
 
 async def test_sender_cancelled_call_frees_its_probe_slot() -> None:
     clock = Clock()
     reg = BreakerRegistry(POLICY, clock=clock)
-    breaker = reg.for_url(JIT_URL, "c")
+    breaker = reg.for_call(JIT_URL, "c", "POST", JIT_ENDPOINT)
     _fail(breaker, 3)
     clock.now = breaker.reopen_at
     started = asyncio.Event()

@@ -138,24 +138,24 @@ def test_circuit_open_gauge_per_host() -> None:
         breaker.acquire()
         breaker.release(False)
     [family] = list(registry.collect())
-    values = {s.labels["host"]: s.value for s in family.samples}
+    values = {(s.labels["host"], s.labels["endpoint_class"]): s.value for s in family.samples}
     assert family.name == "gharc_github_circuit_open"
-    assert values == {"api.github.com": 1, "ghes.example": 0}
+    assert values == {("api.github.com", "other"): 1, ("ghes.example", "other"): 0}
 
 
 def test_message_long_polls_take_no_probe_slot() -> None:
     """Half-open after an outage, idle listeners' long polls (up to 50 s each) must not
-    fill the probe slots the JIT config calls need."""
+    fill the probe slots their class's other calls (message deletions) need."""
     now = [0.0]
     registry = BreakerRegistry(clock=lambda: now[0])
-    breaker = registry.for_url("https://pipelines.example/x", "pat")
+    breaker = registry.for_call("https://pipelines.example/x", "pat", "GET", "{messageQueueUrl}")
     for _ in range(5):
         breaker.acquire()
         breaker.release(False)
     now[0] = breaker.reopen_at + 2  # half-open, past the priority grace
     polls = [breaker.admit("GET", "{messageQueueUrl}") for _ in range(3)]
     assert polls == [False, False, False] and breaker.in_flight == 0
-    assert breaker.admit("POST", JIT) is True  # a JIT config still probes
+    assert breaker.admit("DELETE", "{messageQueueUrl}/{message_id}") is True  # still probes
     breaker.release(True)
     for slot in polls:
         breaker.release(None, slot=slot)

@@ -1,0 +1,148 @@
+"""Issue 28 §7: a breaker per (host, credential, endpoint class), one rate budget per
+(host, credential). During a JIT config outage the listeners' statistics reads and message
+polls answered, closed the shared breaker, and it reopened every 2 s (111 JIT config calls
+in 30 s of 503s); and one runner's 429 on its JIT config did not hold the other runners'.
+Time is an injected clock; the senders' sleeps return at once."""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+from prometheus_client import CollectorRegistry
+
+from gharc.github.breaker import BreakerPolicy, BreakerRegistry
+from gharc.github.endpoint_class import EndpointClass, class_of
+from gharc.github.errors import CircuitOpen, RateLimited
+from gharc.github.metrics import GitHubMetrics
+from gharc.github.transport import CONTROLLER_RETRY, Sender, make_http_client
+
+POLICY = BreakerPolicy(threshold=3, base=2.0, cap=10.0, probes=2, priority_grace=1.0)
+HOST = "http://127.0.0.1:9"
+JIT = "/_apis/runtime/runnerscalesets/{id}/generatejitconfig"
+JIT_URL = f"{HOST}/_apis/runtime/runnerscalesets/1/generatejitconfig"
+STATS = "/_apis/runtime/runnerscalesets/{id}"
+STATS_URL = f"{HOST}/_apis/runtime/runnerscalesets/1"
+TOKEN = "/orgs/{org}/actions/runners/registration-token"
+TOKEN_URL = f"{HOST}/orgs/o/actions/runners/registration-token"
+
+
+class Clock:
+    def __init__(self, now: float = 1000.0) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class FakeGitHub:
+    """JIT configs answer ``jit`` (a status and headers); everything else 200."""
+
+    def __init__(self) -> None:
+        self.jit: tuple[int, dict[str, str]] = (503, {})
+        self.sent: list[str] = []
+
+    def __call__(self, request: httpx.Request) -> httpx.Response:
+        self.sent.append(f"{request.method} {request.url.path}")
+        if request.url.path.endswith("/generatejitconfig"):
+            status, headers = self.jit
+            return httpx.Response(status, headers=headers, json={"message": "jit"})
+        return httpx.Response(200, json={})
+
+    def jit_calls(self) -> int:
+        return sum(1 for s in self.sent if s.endswith("/generatejitconfig"))
+
+
+def _sender(fake: FakeGitHub, reg: BreakerRegistry, clock: Clock) -> Sender:
+    """One caller (a runner's reconcile, a listener) with the controllers' retry policy."""
+    client = make_http_client(
+        metrics=GitHubMetrics(CollectorRegistry()),
+        scope="test",
+        user_agent="test",
+        transport=httpx.MockTransport(fake),
+    )
+
+    async def sleep(seconds: float) -> None:
+        return None  # the clock stands still: every attempt is in one instant
+
+    return Sender(
+        client, policy=CONTROLLER_RETRY, sleep=sleep, clock=clock, breakers=reg, identity="c"
+    )
+
+
+def test_endpoint_classes_follow_the_clients_templates() -> None:
+    assert class_of("POST", JIT) is EndpointClass.JIT_CONFIG
+    assert class_of("POST", "/_apis/runtime/runnerscalesets/{id}/acquirejobs") == "acquire"
+    assert class_of("GET", "{messageQueueUrl}") is EndpointClass.MESSAGE
+    assert class_of("DELETE", "{messageQueueUrl}/{message_id}") is EndpointClass.MESSAGE
+    sessions = "/_apis/runtime/runnerscalesets/{id}/sessions/{session_id}"
+    assert class_of("PATCH", sessions) is EndpointClass.SESSION
+    assert class_of("GET", STATS) is EndpointClass.STATISTICS
+    assert class_of("PATCH", STATS) is EndpointClass.OTHER  # an update, not a read
+    assert class_of("POST", TOKEN) is EndpointClass.REGISTRATION
+    assert class_of("POST", "/actions/runner-registration") is EndpointClass.REGISTRATION
+    assert class_of("GET", "/_apis/distributedtask/pools/0/agents") is EndpointClass.OTHER
+
+
+async def test_a_statistics_success_does_not_close_an_open_jit_breaker() -> None:
+    """JIT configs fail, statistics reads answer: after the JIT breaker's window a
+    statistics read goes through first, and the JIT breaker stays half-open, so its next
+    failed probe reopens it for a longer window (one JIT call, not another 3)."""
+    clock = Clock()
+    reg = BreakerRegistry(POLICY, clock=clock)
+    fake = FakeGitHub()
+    runners = [_sender(fake, reg, clock) for _ in range(5)]
+    listener = _sender(fake, reg, clock)
+    with pytest.raises(CircuitOpen):
+        await runners[0].send("POST", JIT_URL, endpoint=JIT)
+    assert fake.jit_calls() == 3
+    jit_breaker = reg.for_call(JIT_URL, "c", "POST", JIT)
+    assert jit_breaker.is_open
+    clock.now = jit_breaker.reopen_at + POLICY.priority_grace  # half-open
+    assert (await listener.send("GET", STATS_URL, endpoint=STATS)).status_code == 200
+    failed_probe_window = None
+    for runner in runners:
+        try:
+            await runner.send("POST", JIT_URL, endpoint=JIT)
+        except CircuitOpen as exc:
+            failed_probe_window = (exc.until or 0.0) - clock.now
+    assert fake.jit_calls() == 3 + 1, fake.sent
+    assert failed_probe_window == 4.0  # the second window, not the first again
+    [family] = list(reg.collect())
+    opened = {s.labels["endpoint_class"]: s.value for s in family.samples}
+    assert opened == {"jit_config": 1, "statistics": 0}
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [
+        {"Retry-After": "30"},
+        {"X-RateLimit-Remaining": "0", "X-RateLimit-Limit": "5000", "X-RateLimit-Reset": "1029"},
+    ],
+    ids=["retry-after", "remaining-0"],
+)
+async def test_a_429_on_jit_holds_every_jit_caller_of_the_credential(
+    headers: dict[str, str],
+) -> None:
+    """One runner's JIT config answers 429: every other runner of the credential waits
+    until it lifts (30 s) instead of sending into the same limit, and then goes. The REST
+    API (another service, another limit) is not held."""
+    clock = Clock()
+    reg = BreakerRegistry(POLICY, clock=clock)
+    fake = FakeGitHub()
+    fake.jit = (429, headers)
+    first, *others = [_sender(fake, reg, clock) for _ in range(5)]
+    assert (await first.send("POST", JIT_URL, endpoint=JIT)).status_code == 429
+    fake.jit = (201, {})
+    for runner in others:
+        with pytest.raises(RateLimited) as held:
+            await runner.send("POST", JIT_URL, endpoint=JIT)
+        assert held.value.until == 1030.0
+    assert fake.jit_calls() == 1
+    assert (await first.send("POST", TOKEN_URL, endpoint=TOKEN)).status_code == 200
+    clock.now = 1029.9
+    with pytest.raises(RateLimited):
+        await others[0].send("POST", JIT_URL, endpoint=JIT)
+    clock.now = 1030.0
+    for runner in others:
+        assert (await runner.send("POST", JIT_URL, endpoint=JIT)).status_code == 201
+    assert fake.jit_calls() == 1 + len(others)
