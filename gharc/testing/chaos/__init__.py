@@ -2,15 +2,17 @@
 
 ``tests/chaos`` runs the cases at :data:`~gharc.testing.chaos.cases.SMALL` sizes in the
 normal test run; ``bench/chaos.py`` runs them bigger. See :mod:`.cases` and
-:mod:`.incidents` and :mod:`.disruptions`.
+:mod:`.incidents`, :mod:`.disruptions` and :mod:`.jit_errors`.
 """
 
 from gharc.testing.chaos.cases import BIG, CASES, SMALL, Sizes
 from gharc.testing.chaos.disruptions import DISRUPTIONS
 from gharc.testing.chaos.incidents import INCIDENTS
+from gharc.testing.chaos.jit_errors import JIT_ERRORS
 from gharc.testing.chaos.report import CaseResult, problems, table
 
 CASES.update(INCIDENTS)  # GitHub's own incidents (issue 19 §6), in the same table and bench
 CASES.update(DISRUPTIONS)  # evictions and a scale set deleted mid-run
+CASES.update(JIT_ERRORS)  # JIT configs failing while the other endpoints answer
 
 __all__ = ["BIG", "CASES", "SMALL", "CaseResult", "Sizes", "problems", "table"]
