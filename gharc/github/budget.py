@@ -22,7 +22,9 @@ spending: every caller retries on its own. The budget spends points before sendi
   credential to the same service until it lifts (``Retry-After``, else
   ``X-RateLimit-Reset``): the limit is the credential's, not the caller's, and GitHub asks
   for no requests until then. Before, only an exhausted REST quota did; a 429 on one
-  runner's JIT config left the other runners sending theirs into the same limit. A
+  runner's JIT config left the other runners sending theirs into the same limit. When it
+  lifts, one call goes first and the others follow its answer (at most ``probe_grace``
+  later), so the callers requeued for that instant do not all draw the next 429. A
   ``Remaining`` that falls into a priority's reserve holds that priority until the reset.
 
 * **REST only**: the Actions service (JIT configs, job acquisition, the message queue,
@@ -106,10 +108,12 @@ def service_of(endpoint: str) -> str:
 class BudgetPolicy:
     """``points`` per ``per`` seconds is GitHub's documented secondary limit for REST;
     ``reserve`` is the share of the points, ``quota_reserve`` the share of the hour's
-    quota, each priority leaves to the ones above it."""
+    quota, each priority leaves to the ones above it. ``probe_grace``: how long the others
+    wait for the first call after a rate limit lifted (its answer usually comes first)."""
 
     points: float = 900.0
     per: float = 60.0
+    probe_grace: float = 1.0
     reserve: tuple[float, float, float] = (0.0, 0.2, 0.5)
     quota_reserve: tuple[float, float, float] = (0.0, 0.05, 0.1)
 
@@ -143,6 +147,10 @@ class RateBudget:
     held_until: dict[str, float] = field(default_factory=dict)
     """By service (:func:`service_of`): rate limited until then, nothing of the credential
     to that service is sent before it."""
+    probe_until: dict[str, float] = field(default_factory=dict)
+    """By service: a hold lifted and one call went as a probe; the others wait for its
+    answer, at most until then. Without it every caller requeued for the instant the hold
+    lifts sends at once and they draw the next 429 together."""
     remaining: int | None = None
     limit: int | None = None
     reset_at: float = 0.0
@@ -157,11 +165,8 @@ class RateBudget:
     def take(self, priority: Priority, cost: int, service: str = "rest") -> None:
         """Spend ``cost`` points at ``priority``, or raise :class:`RateLimited` with the
         time the call may be sent."""
-        if self.held_until:
-            held = self.held_until.get(service, 0.0)
-            if held and self.clock() < held:
-                # NB: no counts or times in the message (it becomes status, see below).
-                raise RateLimited(f"{self.name}: rate limited; calls wait for it", until=held)
+        if self.held_until or self.probe_until:
+            self._check_hold(service)
         if cost == 0:
             # The Actions service (JIT configs, acquire, the message queue) is another
             # service: REST's points and hour's quota neither limit nor count its calls.
@@ -192,6 +197,24 @@ class RateBudget:
         if self.remaining is not None and now < self.reset_at:
             self.remaining -= 1
 
+    def _check_hold(self, service: str) -> None:
+        """Raise :class:`RateLimited` while ``service`` is held or its probe is out; the
+        first call after a hold lifts is let through as the probe."""
+        now = self.clock()
+        held = self.held_until.get(service)
+        if held is not None:
+            if now < held:
+                # NB: no counts or times in the message (it becomes status, see below).
+                raise RateLimited(f"{self.name}: rate limited; calls wait for it", until=held)
+            del self.held_until[service]
+            self.probe_until[service] = now + self.policy.probe_grace
+            return
+        probe = self.probe_until.get(service)
+        if probe is not None:
+            if now < probe:
+                raise RateLimited(f"{self.name}: rate limited; calls wait for it", until=probe)
+            del self.probe_until[service]
+
     def observe(
         self, headers: Mapping[str, str], limited_until: float | None, service: str = "rest"
     ) -> None:
@@ -204,8 +227,12 @@ class RateBudget:
             reset = header_number(headers, "x-ratelimit-reset")
             if remaining is not None and limit is not None and reset is not None:
                 self.remaining, self.limit, self.reset_at = int(remaining), int(limit), reset
-        if limited_until is not None and limited_until > self.held_until.get(service, 0.0):
+        if limited_until is None:
+            self.probe_until.pop(service, None)  # an answer after a hold: everyone may go
+            return
+        if limited_until > self.held_until.get(service, 0.0):
             self.held_until[service] = limited_until
+            self.probe_until.pop(service, None)
             wait = max(0.0, limited_until - self.clock())
             log.warning(
                 "%s: rate limited; every %s call of the credential waits %.0fs",

@@ -11,6 +11,7 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from gharc.github.breaker import BreakerPolicy, BreakerRegistry
+from gharc.github.budget import BudgetPolicy, Priority, RateBudget
 from gharc.github.endpoint_class import EndpointClass, class_of
 from gharc.github.errors import CircuitOpen, RateLimited
 from gharc.github.metrics import GitHubMetrics
@@ -146,3 +147,32 @@ async def test_a_429_on_jit_holds_every_jit_caller_of_the_credential(
     for runner in others:
         assert (await runner.send("POST", JIT_URL, endpoint=JIT)).status_code == 201
     assert fake.jit_calls() == 1 + len(others)
+
+
+def test_one_call_probes_when_a_hold_lifts() -> None:
+    """Every runner held by a 429 is requeued for the instant it lifts: one call goes, the
+    others wait for its answer (at most the probe grace), not all into the next 429."""
+    clock = Clock()
+    budget = RateBudget("gh", BudgetPolicy(probe_grace=1.0), clock)
+    budget.observe({"Retry-After": "4"}, 1004.0, "actions")
+    clock.now = 1004.0
+    budget.take(Priority.HIGH, 0, "actions")  # the probe
+    with pytest.raises(RateLimited) as wait:
+        budget.take(Priority.HIGH, 0, "actions")
+    assert wait.value.until == 1005.0
+    budget.take(Priority.HIGH, 5, "rest")  # the other service is not held
+    budget.observe({"Retry-After": "4"}, 1008.0, "actions")  # the probe drew another 429
+    clock.now = 1007.9
+    with pytest.raises(RateLimited):
+        budget.take(Priority.HIGH, 0, "actions")
+    clock.now = 1008.0
+    budget.take(Priority.HIGH, 0, "actions")  # the next probe
+    budget.observe({}, None, "actions")  # answered: everyone goes
+    for _ in range(3):
+        budget.take(Priority.HIGH, 0, "actions")
+    budget.observe({"Retry-After": "2"}, 1010.0, "actions")
+    clock.now = 1010.0
+    budget.take(Priority.HIGH, 0, "actions")  # a probe that never answers (cancelled)
+    clock.now = 1011.0
+    budget.take(Priority.HIGH, 0, "actions")  # the grace is over: the others go
+    budget.take(Priority.HIGH, 0, "actions")
