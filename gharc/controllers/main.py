@@ -235,11 +235,14 @@ async def run_controller(
                 kube.for_caller("listener"),
                 identity=socket.gethostname() or "gharc-controller",
                 ladder=options.listener_failure_backoff,
+                release_on_stop=options.release_sessions_on_stop,
             )
         controllers = setup_scaleset_controllers(
             manager, options, ClientResolver(kube, pool), metrics, recorder, host=host
         )
         manager.loop_lag.on_stall = StallReporter(manager.cache, recorder)
+        if options.release_sessions_on_stop:
+            _add_handoff(manager, kube, recorder, host)
         if args.watch_namespace and args.watch_namespace != args.controller_namespace:
             # The cache also holds the controller's namespace (listeners live there); an
             # AutoscalingRunnerSet there is not ours to reconcile.
@@ -257,6 +260,17 @@ async def run_controller(
             args.enable_leader_election,
         )
         await manager.run()
+
+
+def _add_handoff(manager: Any, kube: Any, recorder: Any, host: Any) -> None:
+    """``--release-sessions-on-stop``: the host deletes its sessions on stop, and a runnable
+    added after it (so stopped after it) removes gharc's marks from ARC's objects."""
+    from gharc.controllers.scaleset.handoff import Handoff
+
+    handoff = Handoff(kube, manager.cache, recorder, sweep_sessions=host is not None)
+    manager.add(handoff)
+    if host is not None:
+        host.on_released = handoff.session_released
 
 
 @contextlib.asynccontextmanager

@@ -262,6 +262,17 @@ class ControllerSettings(GitHubSettings):
         "controller, and a standby replica takes over their sessions; Pod: one listener pod "
         "per scale set in the controller's namespace, as ARC does.",
     )
+    release_sessions_on_stop: bool = setting(
+        False,
+        flag="--release-sessions-on-stop",
+        chart="flags.releaseSessionsOnStop",
+        help="On SIGTERM the elected controller deletes its in-process listeners' message "
+        "sessions and removes its own marks from ARC's objects (the message-session-id "
+        "annotation on EphemeralRunnerSets, the GitHub Secret finalizer), so that ARC's "
+        "listeners take over within one long poll. For a rollback to ARC or an uninstall "
+        "(docs/migration-from-arc.md#rollback); without it a stopping gharc leaves sessions "
+        "to its successor, which resumes them.",
+    )
     # -- legacy mode (actions.summerwind.dev) -------------------------------------------------
     runner_github_url: str = setting(
         "",

@@ -8,6 +8,13 @@ controller's Kubernetes client, and they live and die with the elected leader: a
 replica that takes over the lease starts every listener again and resumes each one's message
 session (recorded on its EphemeralRunnerSet) without a 409.
 
+A host told to *release* on stop (``release_on_stop``: the controller is going away for
+good, e.g. a rollback to ARC) deletes every session and its record instead. ARC's listener
+cannot resume a session it does not know: it creates its own and gets 409 until the
+service drops the one left behind (about two minutes, every scale set stalled). Keeping
+sessions stays the default, because a rolling upgrade's successor is another gharc that
+resumes them.
+
 Each hosted listener is isolated from the others: it has its own supervisor task, its own
 failure count and B1 backoff ladder, its own metrics, and an exception in it is contained,
 counted and reported through :meth:`ListenerHost.status` (which the AutoscalingListener
@@ -29,6 +36,7 @@ from typing import Any
 from prometheus_client import CollectorRegistry
 from prometheus_client.registry import Collector
 
+from gharc.github.errors import GitHubError
 from gharc.kube.objects import meta as meta_of
 from gharc.listener.app import Listener
 from gharc.listener.config import ListenerConfig
@@ -159,8 +167,14 @@ class ListenerHost:
         stop_timeout: float = 10.0,
         wall_clock: Callable[[], datetime] | None = None,
         patcher_factory: Callable[[str, str], Any] | None = None,
+        release_on_stop: bool = False,
     ) -> None:
         self.kube = kube
+        self.release_on_stop = release_on_stop
+        """:meth:`stop` deletes the sessions and their records (the successor is not gharc)."""
+        self.on_released: Callable[[Key, str], Awaitable[None]] | None = None
+        """Awaited with the EphemeralRunnerSet's key and the session id after a release
+        (the controller records an event on the set)."""
         self._patcher_factory = patcher_factory or (
             lambda namespace, name: _HostedPatcher(self.kube, namespace, name)
         )
@@ -252,19 +266,53 @@ class ListenerHost:
         await self._stopped.wait()
 
     async def stop(self) -> None:
-        """Stop every listener and leave its session open and recorded.
+        """Stop every listener and leave its session open and recorded, or release it.
 
-        The successor (a standby that takes over the lease, or this process restarted)
-        resumes each session by its recorded id; deleting them here could delete a session
-        the new leader already resumed.
+        By default the successor (a standby that takes over the lease, or this process
+        restarted) resumes each session by its recorded id. The host stops while it still
+        holds the lease (the manager releases it after its runnables stopped), so nothing
+        else holds these sessions yet: with ``release_on_stop`` each listener deletes its
+        session and record, and :meth:`_release` deletes what a listener in backoff (or one
+        whose delete failed) left recorded.
         """
         self._stopped.set()
+        release = self.release_on_stop
         hosted = list(self._hosted.values())
         self._hosted.clear()
         self._by_runner_set.clear()
         for h in hosted:
-            self._request_stop(h, keep_session=True)
+            self._request_stop(h, keep_session=not release)
         await asyncio.gather(*(self._await_task(h) for h in hosted), return_exceptions=True)
+        if release:
+            await asyncio.gather(*(self._release(h) for h in hosted), return_exceptions=True)
+
+    async def _release(self, hosted: _Hosted) -> None:
+        """Delete the session still recorded on the listener's EphemeralRunnerSet, and the
+        record, so that a listener that cannot resume it (ARC's) creates its own at once.
+
+        Level-triggered: the record is read back rather than trusting what the listener
+        did, so a delete that failed or a listener waiting in backoff is covered too.
+        """
+        patcher = hosted.patcher
+        runner_set = (patcher.namespace, patcher.runner_set_name)
+        try:
+            recorded = await patcher.recorded_session()
+            session_id = recorded or hosted.session_id
+            if recorded:
+                cfg, api, _ = await hosted.resolve(False)
+                await asyncio.wait_for(
+                    _delete_session(api, cfg.runner_scale_set_id, recorded), self.stop_timeout
+                )
+                await patcher.record_session(None)
+        except Exception as err:
+            log.warning("releasing the session of %s/%s failed: %s", *runner_set, err)
+            return
+        if not session_id:
+            return
+        log.info("message session %s of %s/%s released", session_id, *runner_set)
+        if self.on_released is not None:
+            with contextlib.suppress(Exception):
+                await self.on_released(runner_set, session_id)
 
     # -- the supervisor -------------------------------------------------------------------------
 
@@ -374,6 +422,15 @@ class ListenerHost:
         key = (hosted.patcher.namespace, hosted.patcher.runner_set_name)
         if self._by_runner_set.get(key) is hosted:
             del self._by_runner_set[key]
+
+
+async def _delete_session(api: ActionsAPI, scale_set_id: int, session_id: str) -> None:
+    """Delete a session; one the service no longer knows (404, 400 SessionExpired) is gone."""
+    try:
+        await api.delete_message_session(scale_set_id, session_id)
+    except GitHubError as err:
+        if err.status not in (400, 404):
+            raise
 
 
 class _MergedCollector(Collector):

@@ -98,6 +98,9 @@ class ScaleSetOptions:
     """``--listener-mode``: ``InProcess`` runs every scale set's listener as a task of the
     elected controller (shared memory, standby takeover, no pod in the controller's namespace
     for a tenant to shape); ``Pod`` runs one listener pod per scale set, as ARC does."""
+    release_sessions_on_stop: bool = ControllerSettings.release_sessions_on_stop
+    """``--release-sessions-on-stop``: stopping for good (rollback to ARC, uninstall);
+    message sessions and gharc's own annotations are released on stop (``handoff.py``)."""
     listener_resync_seconds: float = 60.0
     """In-process listeners: how often the GitHub Secret is looked at again, so a token or
     App key rotated inside the same Secret is used within this time plus the Secret cache's

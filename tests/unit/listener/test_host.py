@@ -163,3 +163,31 @@ async def test_stop_keeps_sessions_for_the_successor_and_remove_deletes_them() -
     await world.host.stop()
     assert kept.deleted_sessions == [] and world.patchers["kept"].recorded == "s1"
     assert len(world.host) == 0
+
+
+async def test_release_on_stop_deletes_every_session_and_record_even_in_backoff() -> None:
+    """Stopping for good: the running listener closes its session; one waiting in backoff
+    (its loop failed, its session left recorded for a successor) has it deleted by the host."""
+    world = World()
+    world.host.release_on_stop = True
+    released: list[tuple[tuple[str, str], str]] = []
+
+    async def on_released(runner_set: tuple[str, str], session_id: str) -> None:
+        released.append((runner_set, session_id))
+
+    world.host.on_released = on_released
+    running, failing = FakeActions(), FakeActions()
+    world.start("running", running)
+    world.start("failing", failing)
+    await _until(
+        lambda: len(world.patchers) == 2 and all(p.recorded for p in world.patchers.values())
+    )
+    failing.queue.put_nowait(revoked())
+    await _until(lambda: world.host.status(("ctl", "failing")).phase == PHASE_BACKOFF)
+    assert world.patchers["failing"].recorded == "s1" and failing.deleted_sessions == []
+    await world.host.stop()
+    assert running.deleted_sessions == ["s1"]
+    assert failing.deleted_sessions == ["s1"]
+    assert world.patchers["running"].recorded is None
+    assert world.patchers["failing"].recorded is None
+    assert sorted(released) == [(("ns", "failing"), "s1"), (("ns", "running"), "s1")]
