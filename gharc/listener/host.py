@@ -112,6 +112,8 @@ class _Hosted:
     listener: Listener | None = None
     metrics: ListenerMetrics | None = None
     stop_requested: bool = False
+    session_closed: bool = False
+    """The listener deleted its session when it stopped (a release)."""
     wake: asyncio.Event = field(default_factory=asyncio.Event)
     phase: str = PHASE_PENDING
     session_id: str = ""
@@ -297,16 +299,26 @@ class ListenerHost:
         runner_set = (patcher.namespace, patcher.runner_set_name)
         try:
             recorded = await patcher.recorded_session()
+        except Exception as err:
+            # No read (RBAC already deleted by an uninstall, say): the session this process
+            # knows is still deleted at GitHub, which needs no Kubernetes permission.
+            log.warning("cannot read the session record of %s/%s: %s", *runner_set, err)
+            recorded = None if hosted.session_closed else (hosted.session_id or None)
+        try:
             session_id = recorded or hosted.session_id
             if recorded:
                 cfg, api, _ = await hosted.resolve(False)
                 await asyncio.wait_for(
                     _delete_session(api, cfg.runner_scale_set_id, recorded), self.stop_timeout
                 )
-                await patcher.record_session(None)
         except Exception as err:
             log.warning("releasing the session of %s/%s failed: %s", *runner_set, err)
             return
+        if recorded:
+            try:
+                await patcher.record_session(None)
+            except Exception as err:
+                log.warning("cannot clear the session record of %s/%s: %s", *runner_set, err)
         if not session_id:
             return
         log.info("message session %s of %s/%s released", session_id, *runner_set)
@@ -340,6 +352,7 @@ class ListenerHost:
                 listener.on_message = functools.partial(self._on_message, hosted)
                 hosted.listener = listener
                 await listener.run()
+                hosted.session_closed = listener.session_deleted
                 if hosted.stop_requested:
                     break
                 why = "the listener loop ended without a stop request"
