@@ -323,8 +323,10 @@ class ListenerHost:
             return
         log.info("message session %s of %s/%s released", session_id, *runner_set)
         if self.on_released is not None:
-            with contextlib.suppress(Exception):
+            try:
                 await self.on_released(runner_set, session_id)
+            except Exception:
+                log.exception("reporting the released session of %s/%s failed", *runner_set)
 
     # -- the supervisor -------------------------------------------------------------------------
 

@@ -107,18 +107,23 @@ class Handoff:
 
     async def session_released(self, runner_set: tuple[str, str], session_id: str) -> None:
         """The host deleted ``runner_set``'s session: say so on the EphemeralRunnerSet."""
-        with contextlib.suppress(NotFound):
-            ers = await self.cache.get(
-                EPHEMERAL_RUNNER_SETS, runner_set[1], namespace=runner_set[0]
-            )
-            await emit(
-                self.recorder,
-                ers,
-                NORMAL,
-                REASON_SESSION_RELEASED,
-                f"message session {session_id} deleted: the controller stopped with "
-                "--release-sessions-on-stop, so the next listener creates its own at once",
-            )
+        ns, name = runner_set
+        try:
+            ers = await self.cache.get(EPHEMERAL_RUNNER_SETS, name, namespace=ns)
+        except NotFound:
+            try:
+                ers = await self.kube.get(EPHEMERAL_RUNNER_SETS, name, namespace=ns)
+            except ApiError as err:
+                log.info("no event for the released session of %s/%s: %s", ns, name, err)
+                return
+        await emit(
+            self.recorder,
+            ers,
+            NORMAL,
+            REASON_SESSION_RELEASED,
+            f"message session {session_id} deleted: the controller stopped with "
+            "--release-sessions-on-stop, so the next listener creates its own at once",
+        )
 
     async def _drop_session_annotation(self, ers: JSON) -> None:
         try:

@@ -46,7 +46,8 @@ async def _recorded(world: World) -> str | None:
 async def _gharc(world: World, *, release_on_stop: bool) -> AsyncIterator[ListenerHost]:
     """A ListenerHost with one hosted listener holding the scale set's session; stopped
     (with or without release) when the block ends."""
-    kube = KubeClient(await new_api_client(kubeconfig=world.kubeconfig, pool_size=4))
+    api_client = await new_api_client(kubeconfig=world.kubeconfig, pool_size=4)
+    kube = KubeClient(api_client, owns_api_client=True)
     cfg = world.listener_config()
     api = build_actions_client(cfg)
     metrics = ListenerMetrics(
@@ -56,7 +57,8 @@ async def _gharc(world: World, *, release_on_stop: bool) -> AsyncIterator[Listen
     async def resolve(_fresh: bool) -> Any:
         return cfg, api, metrics
 
-    host = ListenerHost(kube, identity="gharc-controller-0", release_on_stop=release_on_stop)
+    host = ListenerHost(kube, identity="gharc-controller-0")
+    host.release_on_stop = release_on_stop
     released: list[tuple[tuple[str, str], str]] = []
 
     async def on_released(runner_set: tuple[str, str], session_id: str) -> None:
@@ -132,11 +134,8 @@ async def test_stop_for_good_hands_the_scale_set_to_an_arc_listener_at_once(
 ) -> None:
     async with _gharc(world, release_on_stop=True) as host:
         gharc_session = await _recorded(world)
-    # (c) the session is gone at GitHub and gharc's annotation from the set.
-    assert world.active_session() is None
-    assert await _recorded(world) is None
-    assert host.released == [((world.namespace, ERS_NAME), gharc_session)]  # type: ignore[attr-defined]
     stopped = time.monotonic()
+    # (a) the successor that cannot resume creates its session and scales for a job.
     async with _arc_listener(world) as arc:
         world.enqueue(1)
         await eventually(
@@ -147,6 +146,10 @@ async def test_stop_for_good_hands_the_scale_set_to_an_arc_listener_at_once(
         assert arc.sessions.session.session_id != gharc_session
     print(f"ARC-style successor scaled for a job {pickup:.2f} s after gharc stopped for good")
     assert _conflicts(world) == 0, world.gh.call_table()
+    # (c) gharc's session is gone at GitHub and its annotation from the set.
+    assert gharc_session not in world.gh.state.sessions
+    assert await _recorded(world) is None
+    assert host.released == [((world.namespace, ERS_NAME), gharc_session)]  # type: ignore[attr-defined]
 
 
 async def test_normal_stop_keeps_the_session_for_a_gharc_successor(world: World) -> None:
