@@ -46,7 +46,7 @@ JSON = dict[str, Any]
 REASON_SESSION_RELEASED = "MessageSessionReleased"
 #: Event on an AutoscalingRunnerSet whose GitHub Secret finalizer was removed.
 REASON_RELEASED = "ReleasedByGharc"
-#: The whole release is bounded, so it fits the pod's grace period (30 s with the flag).
+#: The whole release is bounded, so it fits the pod's grace period (45 s with the flag).
 RELEASE_TIMEOUT = 15.0
 
 
