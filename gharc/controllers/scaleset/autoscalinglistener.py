@@ -211,6 +211,15 @@ class AutoscalingListenerReconciler:
         key = (view.namespace, view.name)
         if await self._has_pod_mode_objects(listener):
             log.info("listener %s/%s: in-process mode; removing its pod first", *key)
+            await emit(
+                self.recorder,
+                listener,
+                NORMAL,
+                "ListenerPodRemoved",
+                "the listener runs in the controller (--listener-mode InProcess): deleting "
+                "its pod, Secrets, Role, RoleBinding and ServiceAccount first (a listener pod "
+                "deletes its session when it stops)",
+            )
             if await self._delete_pod_mode_objects(listener):
                 return Result(requeue_after=CLEANUP_POLL)
         runner_set = (view.ars_namespace, view.ers_name)

@@ -760,7 +760,9 @@ class AutoscalingRunnerSetReconciler:
                 ars,
                 NORMAL,
                 "ListenerRecreated",
-                f"listener settings changed: recreating AutoscalingListener {name}",
+                f"listener settings changed: recreating AutoscalingListener {name} (a "
+                "listener another controller made, ARC's, differs at least in its image); "
+                "its pod, Secrets, Role, RoleBinding and ServiceAccount go with it",
             )
             await self._delete_listener(live)
             return "changed", {}

@@ -182,10 +182,17 @@ async def running_world(
     before_start: Callable[[], Awaitable[None]] | None = None,
     with_secret: bool = True,
     listener_mode: str = "Pod",
+    listener_image: str = "gharc:test",
+    gh: FakeGitHubServer | None = None,
     **overrides: Any,
 ) -> AsyncIterator[World]:
-    """Fake GitHub + ``gharc controller`` for one namespace; stopped cleanly afterwards."""
-    async with FakeGitHubServer(port=0, poll_timeout=1.0) as gh:
+    """Fake GitHub + ``gharc controller`` for one namespace; stopped cleanly afterwards.
+
+    ``gh``: a fake GitHub that outlives this controller (a second controller takes over
+    the same scale sets); without it one is started and stopped with the controller."""
+    async with contextlib.AsyncExitStack() as stack:
+        if gh is None:
+            gh = await stack.enter_async_context(FakeGitHubServer(port=0, poll_timeout=1.0))
         kube = await KubeClient.from_config(kubeconfig=kubeconfig)
         if with_secret:
             await create_github_secret(kube, namespace, gh.token)
@@ -198,7 +205,7 @@ async def running_world(
             metrics_addr="0",
             kubeconfig=kubeconfig,
             k8s_client_qps=0,
-            listener_image="gharc:test",
+            listener_image=listener_image,
             # These tests read the listener's pod, RBAC and secrets: Pod mode unless asked.
             listener_mode=listener_mode,
             option_overrides=overrides,
