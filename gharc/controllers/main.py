@@ -236,6 +236,7 @@ async def run_controller(
                 identity=socket.gethostname() or "gharc-controller",
                 ladder=options.listener_failure_backoff,
                 release_on_stop=options.release_sessions_on_stop,
+                release_allowed=lambda: not manager.leadership_lost,
             )
         controllers = setup_scaleset_controllers(
             manager, options, ClientResolver(kube, pool), metrics, recorder, host=host
@@ -267,7 +268,13 @@ def _add_handoff(manager: Any, kube: Any, recorder: Any, host: Any) -> None:
     added after it (so stopped after it) removes gharc's marks from ARC's objects."""
     from gharc.controllers.scaleset.handoff import Handoff
 
-    handoff = Handoff(kube, manager.cache, recorder, sweep_sessions=host is not None)
+    handoff = Handoff(
+        kube,
+        manager.cache,
+        recorder,
+        sweep_sessions=host is not None,
+        release_allowed=lambda: not manager.leadership_lost,
+    )
     manager.add(handoff)
     if host is not None:
         host.on_released = handoff.session_released

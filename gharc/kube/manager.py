@@ -154,6 +154,13 @@ class Manager:
         """The event loop's lag: its histogram and the work that held the loop longest."""
         return self._lag
 
+    @property
+    def leadership_lost(self) -> bool:
+        """The manager is stopping because it lost its lease, not because it was told to:
+        another replica may hold the lease already, so stop hooks must not give away what
+        that replica now owns (``--release-sessions-on-stop``)."""
+        return self._lost
+
     def add(self, runnable: Any) -> None:
         """Run ``runnable`` (``start``/``stop``; ``need_leader_election`` default True)."""
         if not isinstance(runnable, Runnable):

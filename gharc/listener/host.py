@@ -170,10 +170,14 @@ class ListenerHost:
         wall_clock: Callable[[], datetime] | None = None,
         patcher_factory: Callable[[str, str], Any] | None = None,
         release_on_stop: bool = False,
+        release_allowed: Callable[[], bool] | None = None,
     ) -> None:
         self.kube = kube
         self.release_on_stop = release_on_stop
         """:meth:`stop` deletes the sessions and their records (the successor is not gharc)."""
+        self.release_allowed = release_allowed or (lambda: True)
+        """Asked at stop: False when the stop is a lost lease, not a request (the new leader
+        may have resumed the sessions already; deleting them would cost it a new one)."""
         self.on_released: Callable[[Key, str], Awaitable[None]] | None = None
         """Awaited with the EphemeralRunnerSet's key and the session id after a release
         (the controller records an event on the set)."""
@@ -278,7 +282,7 @@ class ListenerHost:
         whose delete failed) left recorded.
         """
         self._stopped.set()
-        release = self.release_on_stop
+        release = self.release_on_stop and self.release_allowed()
         hosted = list(self._hosted.values())
         self._hosted.clear()
         self._by_runner_set.clear()

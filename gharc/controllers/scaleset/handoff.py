@@ -25,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Callable
 from typing import Any
 
 from gharc.api.resources import AUTOSCALING_RUNNER_SETS, EPHEMERAL_RUNNER_SETS
@@ -68,12 +69,15 @@ class Handoff:
         *,
         sweep_sessions: bool,
         timeout: float = RELEASE_TIMEOUT,
+        release_allowed: Callable[[], bool] | None = None,
     ) -> None:
         self.kube = kube
         self.cache = cache
         self.recorder = recorder
         self.sweep_sessions = sweep_sessions
         self.timeout = timeout
+        self.release_allowed = release_allowed or (lambda: True)
+        """False when the stop is a lost lease: the new leader reconciles these objects."""
         self._stopped = asyncio.Event()
         self.released_annotations = 0
         self.released_secrets = 0
@@ -83,6 +87,9 @@ class Handoff:
 
     async def stop(self) -> None:
         self._stopped.set()
+        if not self.release_allowed():
+            log.warning("lease lost: leaving the release to the replica that holds it now")
+            return
         try:
             await asyncio.wait_for(self.release(), self.timeout)
         except TimeoutError:

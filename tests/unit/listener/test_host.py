@@ -191,3 +191,15 @@ async def test_release_on_stop_deletes_every_session_and_record_even_in_backoff(
     assert world.patchers["running"].recorded is None
     assert world.patchers["failing"].recorded is None
     assert sorted(released) == [(("ns", "failing"), "s1"), (("ns", "running"), "s1")]
+
+
+async def test_a_lost_lease_keeps_the_sessions_even_with_release_on_stop() -> None:
+    """The new leader may have resumed them already: releasing would cost it a session."""
+    world = World()
+    world.host.release_on_stop = True
+    world.host.release_allowed = lambda: False
+    api = FakeActions()
+    world.start("kept", api)
+    await _until(lambda: bool(world.patchers) and bool(world.patchers["kept"].recorded))
+    await world.host.stop()
+    assert api.deleted_sessions == [] and world.patchers["kept"].recorded == "s1"
