@@ -44,6 +44,18 @@ async def _started(w: World) -> tuple[JSON, str]:
     return ars, str(session_id)
 
 
+#: What ARC puts on an EphemeralRunnerSet (spec §5.2).
+ARC_ERS_ANNOTATIONS = {
+    c.ANNOTATION_RUNNER_GROUP_NAME,
+    c.ANNOTATION_RUNNER_SCALE_SET_NAME,
+    c.ANNOTATION_INTEGRITY_HASH,
+}
+
+
+def _keys(obj: JSON) -> set[str]:
+    return set((obj.get("metadata", {}).get("annotations") or {}).keys())
+
+
 async def _finalizers(kube: KubeClient, namespace: str) -> list[str]:
     secret = await kube.get(SECRETS, SECRET_NAME, namespace=namespace)
     return list(secret["metadata"].get("finalizers") or [])
@@ -81,7 +93,10 @@ async def test_stop_releases_sessions_and_marks_only_when_told(
             await kube.merge_patch(SECRETS, secret, {"metadata": {"finalizers": None}})
     finally:
         await kube.close()
+    print(f"release={release}: EphemeralRunnerSet annotations {sorted(_keys(ers))}")
     if release:
+        # Only keys ARC writes itself are left (its own desired set is compared exactly).
+        assert _keys(ers) <= ARC_ERS_ANNOTATIONS, _keys(ers)
         assert not session_alive
         assert _annotation(ers, c.ANNOTATION_MESSAGE_SESSION_ID) is None
         assert _annotation(ars, c.ANNOTATION_PROTECTED_GITHUB_SECRET) is None
