@@ -243,7 +243,7 @@ async def run_controller(
         )
         manager.loop_lag.on_stall = StallReporter(manager.cache, recorder)
         if options.release_sessions_on_stop:
-            _add_handoff(manager, kube, recorder, host)
+            _add_handoff(manager, kube, recorder, host, controllers)
         if args.watch_namespace and args.watch_namespace != args.controller_namespace:
             # The cache also holds the controller's namespace (listeners live there); an
             # AutoscalingRunnerSet there is not ours to reconcile.
@@ -263,7 +263,7 @@ async def run_controller(
         await manager.run()
 
 
-def _add_handoff(manager: Any, kube: Any, recorder: Any, host: Any) -> None:
+def _add_handoff(manager: Any, kube: Any, recorder: Any, host: Any, controllers: Any) -> None:
     """``--release-sessions-on-stop``: the host deletes its sessions on stop, and a runnable
     added after it (so stopped after it) removes gharc's marks from ARC's objects."""
     from gharc.controllers.scaleset.handoff import Handoff
@@ -274,6 +274,7 @@ def _add_handoff(manager: Any, kube: Any, recorder: Any, host: Any) -> None:
         recorder,
         sweep_sessions=host is not None,
         release_allowed=lambda: not manager.leadership_lost,
+        after=lambda: manager.wait_stopped(controllers, 10.0),
     )
     manager.add(handoff)
     if host is not None:

@@ -171,6 +171,14 @@ class Manager:
         ):
             self._launch(runnable)
 
+    async def wait_stopped(self, runnables: Any, timeout: float) -> None:
+        """Wait (at most ``timeout`` s) until each of ``runnables`` that runs has returned
+        from ``start()``: a controller's ``stop()`` takes no more keys but lets in-flight
+        reconciles finish, and a stop hook that undoes their writes must come after them."""
+        tasks = [self._tasks[r] for r in runnables if r in self._tasks]
+        if tasks:
+            await asyncio.wait(tasks, timeout=timeout)
+
     def add_healthz_check(self, name: str, check: Check) -> None:
         self._healthz[name] = check
 

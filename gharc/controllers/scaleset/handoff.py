@@ -25,7 +25,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from gharc.api.resources import AUTOSCALING_RUNNER_SETS, EPHEMERAL_RUNNER_SETS
@@ -70,6 +70,7 @@ class Handoff:
         sweep_sessions: bool,
         timeout: float = RELEASE_TIMEOUT,
         release_allowed: Callable[[], bool] | None = None,
+        after: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
         self.kube = kube
         self.cache = cache
@@ -78,6 +79,9 @@ class Handoff:
         self.timeout = timeout
         self.release_allowed = release_allowed or (lambda: True)
         """False when the stop is a lost lease: the new leader reconciles these objects."""
+        self.after = after
+        """Awaited before the release: the reconcilers' in-flight work, which could write a
+        mark again (the Secret finalizer), has finished."""
         self._stopped = asyncio.Event()
         self.released_annotations = 0
         self.released_secrets = 0
@@ -90,6 +94,8 @@ class Handoff:
         if not self.release_allowed():
             log.warning("lease lost: leaving the release to the replica that holds it now")
             return
+        if self.after is not None:
+            await self.after()
         try:
             await asyncio.wait_for(self.release(), self.timeout)
         except TimeoutError:
