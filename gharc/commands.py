@@ -91,6 +91,31 @@ def controller(ctx: typer.Context) -> None:
     raise typer.Exit(controller_main(list(ctx.args)))
 
 
+@app.command()
+def release(
+    namespace: str | None = typer.Option(
+        None, "--namespace", "-n", help="Only this namespace's scale sets (default: all)."
+    ),
+    kubeconfig: str | None = typer.Option(
+        None,
+        "--kubeconfig",
+        help="Kubeconfig (default: $KUBECONFIG or ~/.kube/config, else the service account).",
+    ),
+) -> None:
+    """Release what a stopped gharc left for a gharc successor, so ARC takes over at once.
+
+    Deletes the message sessions recorded on EphemeralRunnerSets and removes gharc's
+    annotations and GitHub Secret finalizers, as `gharc controller
+    --release-sessions-on-stop` does on its way out. Only while no gharc controller runs
+    (docs/migration-from-arc.md#rollback).
+    """
+    import asyncio
+
+    from gharc.controllers.scaleset.release import run_release
+
+    raise typer.Exit(asyncio.run(run_release(kubeconfig, namespace)))
+
+
 @app.command(
     "webhook-server",
     context_settings={"allow_extra_args": True, "ignore_unknown_options": True},

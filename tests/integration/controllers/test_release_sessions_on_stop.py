@@ -108,3 +108,29 @@ async def test_stop_releases_sessions_and_marks_only_when_told(
         assert _annotation(ars, c.ANNOTATION_PROTECTED_GITHUB_SECRET) == SECRET_NAME
         assert c.FINALIZER_GITHUB_SECRET_PROTECTION in finalizers
         assert not {"MessageSessionReleased", "ReleasedByGharc"} & reasons
+
+
+async def test_gharc_release_does_it_for_a_controller_stopped_without_the_flag(
+    kubeconfig: str, namespace: str
+) -> None:
+    """``gharc release``: the sessions a normal stop left are deleted from outside."""
+    from gharc.controllers.scaleset.release import run_release
+
+    async with running_world(kubeconfig, namespace, listener_mode="InProcess") as w:
+        _, session_id = await _started(w)
+        w.manager.stop()
+
+        async def stopped_manager() -> bool:
+            return not await w.manager.wait_started(0.01)
+
+        await eventually(stopped_manager, timeout=30, message="manager stopped")
+        assert w.gh.state.sessions.get(session_id) is not None  # left for a successor
+        assert await run_release(kubeconfig, namespace) == 0
+        assert w.gh.state.sessions.get(session_id) is None
+        ers = await w.ers()
+        ars = await w.ars()
+        assert _annotation(ers, c.ANNOTATION_MESSAGE_SESSION_ID) is None
+        assert _annotation(ars, c.ANNOTATION_PROTECTED_GITHUB_SECRET) is None
+        assert c.FINALIZER_GITHUB_SECRET_PROTECTION not in await _finalizers(w.kube, namespace)
+        # Again: nothing left to do, still success.
+        assert await run_release(kubeconfig, namespace) == 0
