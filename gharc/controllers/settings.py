@@ -16,6 +16,7 @@ from typing import Any
 
 from gharc.api.scaleset import constants as c
 from gharc.controllers.legacy.timeutil import parse_go_duration
+from gharc.listener import metric_limits as ml
 from gharc.settings import common
 from gharc.settings.common import GitHubSettings
 from gharc.settings.declare import Parse, number, setting
@@ -252,6 +253,29 @@ class ControllerSettings(GitHubSettings):
         flag="--listener-metrics-endpoint",
         chart="metrics.listenerEndpoint",
         help="Listener metrics path.",
+    )
+    # A tenant's listenerMetrics spends the controller's memory and scrape time (issue 26):
+    # the defaults' reasons are in gharc/listener/metric_limits.py.
+    listener_metrics_max_buckets: int = setting(
+        ml.MAX_HISTOGRAM_BUCKETS,
+        flag="--listener-metrics-max-buckets",
+        parse=number(int, positive=True),
+        help="Buckets kept per listener histogram; a listenerMetrics histogram with more "
+        "keeps its first ones, and an event says so.",
+    )
+    listener_metrics_max_label_values: int = setting(
+        ml.MAX_LABEL_VALUES,
+        flag="--listener-metrics-max-label-values",
+        parse=number(int, positive=True),
+        help="Distinct values per listener metric label (job_name, repository...) per scale "
+        'set; further values are counted as "other", and an event says so.',
+    )
+    listener_metrics_max_series: int = setting(
+        ml.MAX_SERIES,
+        flag="--listener-metrics-max-series",
+        parse=number(int, positive=True),
+        help="Samples one scale set's listener metrics may have; new label combinations "
+        'beyond it are counted with labels "other", and an event says so.',
     )
     listener_mode: str = setting(
         LISTENER_MODE_IN_PROCESS,

@@ -28,6 +28,7 @@ from typing import Any, Literal
 from gharc.api.scaleset.constants import max_runners_or_unlimited
 from gharc.github.datamodel import DataModel, Rule, ValidationError
 from gharc.kube.serving import host_port, serving_address
+from gharc.listener.metric_limits import MAX_HISTOGRAM_BUCKETS, MAX_LABEL_VALUES, MAX_SERIES
 
 __all__ = [
     "DEFAULT_CONFIG_PATH",
@@ -158,6 +159,10 @@ class ListenerConfig(DataModel):
     scheduled_overrides: list[dict[str, Any]] = field(default_factory=list)
     burst_runners: int = field(default=0, metadata=_COUNT)
     burst_decay_seconds: float = field(default=300.0, metadata=Rule(gt=0).meta)
+    # gharc: what ``metrics`` (a tenant's listenerMetrics) may cost; see metric_limits.py.
+    metrics_max_buckets: int = field(default=MAX_HISTOGRAM_BUCKETS, metadata=Rule(ge=1).meta)
+    metrics_max_label_values: int = field(default=MAX_LABEL_VALUES, metadata=Rule(ge=1).meta)
+    metrics_max_series: int = field(default=MAX_SERIES, metadata=Rule(ge=1).meta)
 
     def validate_semantics(self) -> None:
         """ARC's ``Config.Validate`` rules, in ARC's order, each naming its key."""

@@ -11,6 +11,11 @@ to its runner assignment.
 
 Every listener has its own :class:`CollectorRegistry`, so tests can run several in one
 process and nothing leaks into the default registry.
+
+The config is a tenant's and in-process listeners share the controller, so what it may cost
+is bounded (:mod:`gharc.listener.metric_limits`): buckets per histogram, values per label,
+samples per scale set. A listener whose metrics are off records none of ARC's metrics at
+all: nothing is kept per job name that nobody can scrape.
 """
 
 from __future__ import annotations
@@ -18,7 +23,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -33,6 +38,12 @@ from gharc.github.models import (
     RunnerScaleSetStatistic,
 )
 from gharc.listener.config import ListenerConfig, MetricsConfig
+from gharc.listener.metric_limits import (
+    MetricLimits,
+    SeriesBudget,
+    capped_buckets,
+    overflow_key,
+)
 
 __all__ = [
     "DEFAULT_BUCKETS",
@@ -114,9 +125,6 @@ DEFAULT_BUCKETS: tuple[float, ...] = (
     1800, 2400, 3000, 3600,
 )  # fmt: skip
 
-_MAX_CACHED_CHILDREN = 256
-"""Job labels (repository, job name) are unbounded: beyond this, look children up again."""
-
 _SCALE_SET_LABELS = [ENTERPRISE, ORGANIZATION, REPOSITORY, NAME, NAMESPACE]
 _JOB_LABELS = [ENTERPRISE, ORGANIZATION, REPOSITORY, JOB_NAME, EVENT_NAME]
 
@@ -181,19 +189,30 @@ def _seconds(later: datetime | None, earlier: datetime | None) -> float | None:
 @dataclass
 class _Metric:
     metric: Any
+    budget: SeriesBudget
+    cost: int
+    """Samples one labelled child adds to a scrape."""
     labels: list[str] = field(default_factory=list)
     children: dict[tuple[str, ...], Any] = field(default_factory=dict)
     """Labelled children by label values: ``labels()`` validates and sorts its arguments on
-    every call, and a listener sets the same scale set's gauges on every message."""
+    every call, and a listener sets the same scale set's gauges on every message. Bounded
+    by the budget (each child was admitted, or is the one overflow child)."""
 
     def child(self, values: Mapping[str, str]) -> Any:
         if not self.labels:
             return self.metric
         key = tuple([values.get(k, "") for k in self.labels])
         found = self.children.get(key)
+        if found is not None:
+            return found
+        key = self.budget.fold(self.labels, key)
+        found = self.children.get(key)
         if found is None:
-            found = self.metric.labels(*key)
-            if len(self.children) < _MAX_CACHED_CHILDREN:
+            if not self.budget.admit(self.cost):
+                key = overflow_key(self.labels, values)
+                found = self.children.get(key)
+            if found is None:
+                found = self.metric.labels(*key)
                 self.children[key] = found
         return found
 
@@ -202,9 +221,14 @@ class ListenerMetrics:
     """Records what the listener sees; every ``record_*`` is cheap and never raises."""
 
     @classmethod
-    def for_listener(cls, cfg: ListenerConfig, scope: GitHubConfig) -> ListenerMetrics:
+    def for_listener(
+        cls, cfg: ListenerConfig, scope: GitHubConfig, *, enabled: bool | None = None
+    ) -> ListenerMetrics:
         """The metrics of the listener ``cfg`` describes, labelled with its scale set and the
-        scope of its config URL, so a listener pod and an in-process one label them alike."""
+        scope of its config URL, so a listener pod and an in-process one label them alike.
+
+        ``enabled`` defaults to ``cfg.metrics_enabled``; an in-process listener's config has
+        no address (the controller serves its metrics), so its host says."""
         return cls(
             name=cfg.ephemeral_runner_set_name,
             namespace=cfg.ephemeral_runner_set_namespace,
@@ -212,6 +236,12 @@ class ListenerMetrics:
             organization=scope.organization or "",
             repository=scope.repository or "",
             config=cfg.metrics,
+            limits=MetricLimits(
+                buckets=cfg.metrics_max_buckets,
+                label_values=cfg.metrics_max_label_values,
+                series=cfg.metrics_max_series,
+            ),
+            enabled=cfg.metrics_enabled if enabled is None else enabled,
         )
 
     def __init__(
@@ -224,8 +254,17 @@ class ListenerMetrics:
         repository: str = "",
         config: MetricsConfig | None = None,
         registry: CollectorRegistry | None = None,
+        limits: MetricLimits | None = None,
+        enabled: bool = True,
     ) -> None:
         self.registry = registry or CollectorRegistry(auto_describe=True)
+        self.limits = limits or MetricLimits()
+        self.limit_notices: list[str] = []
+        """Each bound reached so far, said once (a few at most: one per label and bound)."""
+        self.on_limit: Callable[[str], None] | None = None
+        """Told each new notice (the in-process host turns them into events)."""
+        self._reported: set[str] = set()
+        self._budget = SeriesBudget(self.limits, self._notice)
         self.scale_set_labels = {
             NAME: name,
             NAMESPACE: namespace,
@@ -234,6 +273,8 @@ class ListenerMetrics:
             REPOSITORY: repository,
         }
         cfg = config if config is not None else default_metrics_config()
+        if not enabled:
+            cfg = MetricsConfig()  # nobody scrapes them: keep nothing per job
         self._gauges: dict[str, _Metric] = {}
         self._counters: dict[str, _Metric] = {}
         self._histograms: dict[str, _Metric] = {}
@@ -244,7 +285,7 @@ class ListenerMetrics:
             gauge = Gauge(
                 metric_name, _GAUGE_HELP[metric_name], gauge_cfg.labels, registry=self.registry
             )
-            self._gauges[metric_name] = _Metric(gauge, list(gauge_cfg.labels))
+            self._gauges[metric_name] = self._metric(gauge, gauge_cfg.labels, 1)
         for metric_name, counter_cfg in cfg.counters.items():
             if metric_name not in _COUNTER_HELP:
                 log.error("unknown counter %r in metrics config; skipped", metric_name)
@@ -256,19 +297,23 @@ class ListenerMetrics:
                 counter_cfg.labels,
                 registry=self.registry,
             )
-            self._counters[metric_name] = _Metric(counter, list(counter_cfg.labels))
+            # _total and _created
+            self._counters[metric_name] = self._metric(counter, counter_cfg.labels, 2)
         for metric_name, hist_cfg in cfg.histograms.items():
             if metric_name not in _HISTOGRAM_HELP:
                 log.error("unknown histogram %r in metrics config; skipped", metric_name)
                 continue
+            buckets = self._buckets(metric_name, hist_cfg.buckets or DEFAULT_BUCKETS)
             histogram = Histogram(
                 metric_name,
                 _HISTOGRAM_HELP[metric_name],
                 hist_cfg.labels,
-                buckets=hist_cfg.buckets or DEFAULT_BUCKETS,
+                buckets=buckets,
                 registry=self.registry,
             )
-            self._histograms[metric_name] = _Metric(histogram, list(hist_cfg.labels))
+            # each bucket, +Inf, _count, _sum and _created
+            cost = len(buckets) + 4
+            self._histograms[metric_name] = self._metric(histogram, hist_cfg.labels, cost)
         # Always on, whatever the metrics config chooses: a dropped message is an alert.
         self._dropped = Counter(
             DROPPED.removesuffix("_total"),
@@ -278,6 +323,33 @@ class ListenerMetrics:
         )
 
     # -- helpers --------------------------------------------------------------------------
+
+    def _metric(self, metric: Any, labels: list[str], cost: int) -> _Metric:
+        return _Metric(metric, self._budget, cost, list(labels))
+
+    def _buckets(self, name: str, buckets: list[float] | tuple[float, ...]) -> list[float]:
+        kept = capped_buckets(buckets, self.limits.buckets)
+        if len(kept) < len(buckets):
+            self._notice(
+                f"buckets:{name}",
+                f"histogram {name} has {len(buckets)} buckets; the first "
+                f"{len(kept)} are kept (at most {self.limits.buckets})",
+            )
+        return kept
+
+    def _notice(self, kind: str, message: str) -> None:
+        """Say a bound reached, once per ``kind`` for this listener's life."""
+        if kind in self._reported:
+            return
+        self._reported.add(kind)
+        text = (
+            f"listenerMetrics of {self.scale_set_labels[NAMESPACE]}/"
+            f"{self.scale_set_labels[NAME]}: {message}"
+        )
+        self.limit_notices.append(text)
+        log.warning("%s", text)
+        if self.on_limit is not None:
+            self.on_limit(text)
 
     def _set(self, name: str, value: float) -> None:
         metric = self._gauges.get(name)

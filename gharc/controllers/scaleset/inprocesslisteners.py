@@ -25,12 +25,13 @@ from gharc.github.auth import credentials_from_secret_data
 from gharc.github.breaker import BreakerRegistry
 from gharc.github.config import parse_config_url
 from gharc.github.pool import ClientPool
+from gharc.kube.serving import serving_address
 from gharc.listener.config import ConfigError, ListenerConfig
 from gharc.listener.host import Resolve
 from gharc.listener.metrics import ListenerMetrics
 from gharc.listener.session import ActionsAPI
 
-__all__ = ["fingerprint", "listener_pool", "resolver_for"]
+__all__ = ["fingerprint", "hosted_metrics", "listener_pool", "resolver_for"]
 
 JSON = dict[str, Any]
 _CREDENTIAL_KEYS = (
@@ -73,6 +74,19 @@ def hosted_config(config: Mapping[str, Any]) -> ListenerConfig:
     return cfg
 
 
+def hosted_metrics(config: Mapping[str, Any]) -> ListenerMetrics:
+    """The metrics of the listener ``config`` (its ``config.json``) describes.
+
+    The controller serves them, so ``metrics_addr`` is not where they are served but
+    whether: ``listener_config`` writes it only when ``--listener-metrics-addr`` is on. Off,
+    the listener records none of ARC's metrics (before, a hosted listener recorded them
+    anyway, and 20,000 buckets cost 11.6 MiB per distinct job name nobody could scrape).
+    """
+    cfg = hosted_config(config)
+    enabled = serving_address(str(config.get("metrics_addr") or "")) is not None
+    return ListenerMetrics.for_listener(cfg, parse_config_url(cfg.configure_url), enabled=enabled)
+
+
 def resolver_for(
     listener: JSON,
     config: JSON,
@@ -103,8 +117,6 @@ def resolver_for(
         api = pool.get(
             cfg.configure_url, credentials, ca_bundle=cfg.server_root_ca or None, proxy=proxy
         )
-        gh = parse_config_url(cfg.configure_url)
-        metrics = ListenerMetrics.for_listener(cfg, gh)
-        return cfg, api, metrics
+        return cfg, api, hosted_metrics(current)
 
     return resolve

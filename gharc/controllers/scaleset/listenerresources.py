@@ -38,6 +38,7 @@ from gharc.kube.objects import meta as _meta
 from gharc.kube.objects import semantically_equal as semantically_equal  # re-export
 from gharc.kube.objects import spec_of as _spec
 from gharc.kube.serving import host_port, serving_address
+from gharc.listener import metric_limits as ml
 
 JSON = dict[str, Any]
 
@@ -284,6 +285,13 @@ def listener_role_binding(listener: Mapping[str, Any], options: ScaleSetOptions)
     }
 
 
+_LISTENER_DEFAULTS = {
+    "metrics_max_buckets": ml.MAX_HISTOGRAM_BUCKETS,
+    "metrics_max_label_values": ml.MAX_LABEL_VALUES,
+    "metrics_max_series": ml.MAX_SERIES,
+}
+
+
 def metrics_enabled(options: ScaleSetOptions) -> bool:
     """ARC: ``--listener-metrics-addr=0`` (or empty) disables listener metrics."""
     return serving_address(options.listener_metrics_addr) is not None
@@ -353,6 +361,15 @@ def listener_config(
         config["metrics_endpoint"] = options.listener_metrics_endpoint
     if spec.get("metrics"):
         config["metrics"] = spec["metrics"]
+    # Only when not the listener's own default: an unchanged config.json (and fingerprint)
+    # for everyone who keeps the defaults.
+    for key, value in (
+        ("metrics_max_buckets", options.listener_metrics_max_buckets),
+        ("metrics_max_label_values", options.listener_metrics_max_label_values),
+        ("metrics_max_series", options.listener_metrics_max_series),
+    ):
+        if value != _LISTENER_DEFAULTS[key]:
+            config[key] = value
     if spec.get("scheduledOverrides"):
         config["scheduled_overrides"] = list(spec["scheduledOverrides"])
     burst = spec.get("burst") or {}

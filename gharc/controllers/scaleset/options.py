@@ -52,6 +52,11 @@ class ScaleSetOptions:
     listener_image_pull_secrets: tuple[str, ...] = ControllerSettings.auto_scaler_image_pull_secrets
     listener_metrics_addr: str = ControllerSettings.listener_metrics_addr
     listener_metrics_endpoint: str = ControllerSettings.listener_metrics_endpoint
+    listener_metrics_max_buckets: int = ControllerSettings.listener_metrics_max_buckets
+    """Bounds on a tenant's listenerMetrics, written into every listener's config (both
+    modes obey them; see gharc/listener/metric_limits.py)."""
+    listener_metrics_max_label_values: int = ControllerSettings.listener_metrics_max_label_values
+    listener_metrics_max_series: int = ControllerSettings.listener_metrics_max_series
     log_level: str = ControllerSettings.log_level
     """``--log-level``: ARC's and the chart's default (``debug``), given to listeners."""
     log_format: str = ControllerSettings.log_format
