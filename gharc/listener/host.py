@@ -123,6 +123,10 @@ class _Hosted:
     restart_at: datetime | None = None
     running_since: float | None = None
     last_message_reported: float = 0.0
+    notices_said: set[str] = field(default_factory=set)
+    """Metric limit notices already handed out: each is an event once, not per restart."""
+    notices: list[str] = field(default_factory=list)
+    """Metric limit notices not yet taken by the reconciler (a few at most)."""
 
     def status(self, wall: Callable[[], datetime], loop_now: float) -> HostedListenerStatus:
         last_message: datetime | None = None
@@ -230,6 +234,8 @@ class ListenerHost:
         if hosted is not None:
             fresh.failures = hosted.failures
             fresh.last_failure_time = hosted.last_failure_time
+            fresh.notices_said = hosted.notices_said
+            fresh.notices = hosted.notices
         self._hosted[key] = fresh
         self._by_runner_set[runner_set] = fresh
         previous = hosted.task if hosted is not None else None
@@ -252,6 +258,15 @@ class ListenerHost:
         if hosted is None:
             return None
         return hosted.status(self._wall, asyncio.get_running_loop().time())
+
+    def take_notices(self, key: Key) -> list[str]:
+        """Metric limits the listener ``key`` reached since the last call, each said once
+        (the reconciler records them as events on the AutoscalingListener)."""
+        hosted = self._hosted.get(key)
+        if hosted is None or not hosted.notices:
+            return []
+        taken, hosted.notices = hosted.notices, []
+        return taken
 
     def offer_runner_set(self, obj: dict[str, Any]) -> None:
         """Informer handler: pass an EphemeralRunnerSet's cleanup marker to its listener."""
@@ -345,6 +360,7 @@ class ListenerHost:
             try:
                 cfg, api, metrics = await hosted.resolve(hosted.failures > 0)
                 hosted.metrics = metrics
+                self._watch_limits(hosted, metrics)
                 if hosted.stop_requested:
                     break
                 listener = Listener(
@@ -377,6 +393,20 @@ class ListenerHost:
                 await asyncio.wait_for(hosted.wake.wait(), timeout=delay)
             hosted.wake.clear()
         hosted.listener = None
+
+    def _watch_limits(self, hosted: _Hosted, metrics: ListenerMetrics) -> None:
+        """Pass the metric limits ``metrics`` reaches (now and later) to the reconciler."""
+        notify = functools.partial(self._on_limit, hosted)
+        metrics.on_limit = notify
+        for notice in metrics.limit_notices:  # the bucket cuts are found when it is built
+            notify(notice)
+
+    def _on_limit(self, hosted: _Hosted, notice: str) -> None:
+        if notice in hosted.notices_said:
+            return
+        hosted.notices_said.add(notice)
+        hosted.notices.append(notice)
+        self._notify(hosted)
 
     def _on_session(self, hosted: _Hosted, session_id: str) -> None:
         hosted.session_id = session_id

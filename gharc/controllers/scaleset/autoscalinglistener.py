@@ -236,6 +236,9 @@ class AutoscalingListenerReconciler:
         state = host.status(key)
         if state is not None:
             await self._mirror_hosted_status(listener, state)
+        for notice in host.take_notices(key):
+            # A tenant's listenerMetrics was bounded (gharc/listener/metric_limits.py).
+            await emit(self.recorder, listener, WARNING, "ListenerMetricsLimited", notice)
         # Secrets are not watched (a cache of every Secret would cost memory and RBAC):
         # looking again every resync period bounds how long a rotated token waits.
         return Result(requeue_after=self.options.listener_resync_seconds)

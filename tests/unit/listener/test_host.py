@@ -14,8 +14,9 @@ import pytest
 from listener_fakes import FakeActions, FakePatcher, config, message
 
 from gharc.github.errors import Unauthorized
+from gharc.listener.config import MetricsConfig
 from gharc.listener.host import PHASE_BACKOFF, PHASE_RUNNING, ListenerHost
-from gharc.listener.metrics import ListenerMetrics
+from gharc.listener.metrics import ListenerMetrics, default_metrics_config
 from gharc.testing.wait import eventually
 
 pytestmark = pytest.mark.looptime
@@ -58,11 +59,18 @@ class World:
         patcher = self.patchers.setdefault(name, HostedFake(namespace, name))
         return patcher
 
-    def start(self, name: str, api: Any, fingerprint: str = "v1", **cfg: Any) -> None:
+    def start(
+        self,
+        name: str,
+        api: Any,
+        fingerprint: str = "v1",
+        metrics_config: MetricsConfig | None = None,
+        **cfg: Any,
+    ) -> None:
         async def resolve(fresh: bool) -> Any:
             if isinstance(api, BaseException):
                 raise api
-            metrics = ListenerMetrics(name=name, namespace="ns")
+            metrics = ListenerMetrics(name=name, namespace="ns", config=metrics_config)
             return config(ephemeral_runner_set_name=name, **cfg), api, metrics
 
         self.host.ensure(("ctl", name), ("ns", name), fingerprint, resolve)
@@ -203,3 +211,32 @@ async def test_a_lost_lease_keeps_the_sessions_even_with_release_on_stop() -> No
     await _until(lambda: bool(world.patchers) and bool(world.patchers["kept"].recorded))
     await world.host.stop()
     assert api.deleted_sessions == [] and world.patchers["kept"].recorded == "s1"
+
+
+async def test_metric_limits_are_handed_to_the_reconciler_once_across_restarts() -> None:
+    """20,000 buckets are cut when each (re)start builds the metrics; the reconciler gets
+    each cut once, and a label folded later once, so a tenant's config is one event each."""
+    from test_metric_limits import started
+
+    world = World()
+    hostile = default_metrics_config()
+    for hist in hostile.histograms.values():
+        hist.buckets = [float(i + 1) for i in range(20_000)]
+    api = FakeActions()
+    api.create_errors = [revoked()]  # one failure: the metrics are built twice
+    world.start("tenant", api, metrics_config=hostile)
+    key = ("ctl", "tenant")
+    await _until(lambda: world.host.status(key).phase == PHASE_RUNNING)  # type: ignore[union-attr]
+    notices = world.host.take_notices(key)
+    assert len(notices) == 3 and all("20000 buckets" in n for n in notices), notices
+    assert world.host.take_notices(key) == []
+    (metrics,) = list(world.host.metrics())
+    for i in range(300):
+        metrics.record_job_started(started(f"job-{i}"))
+    folded = world.host.take_notices(key)
+    assert len([n for n in folded if "job_name" in n]) == 1 and len(folded) <= 2, folded
+    for i in range(300, 400):
+        metrics.record_job_started(started(f"job-{i}"))
+    assert world.host.take_notices(key) == []
+    assert key in world.changes
+    await world.host.stop()
