@@ -49,6 +49,7 @@ def runner_set_manifest(
     secret: str = SECRET_NAME,
     labels: list[str] | None = None,
     spec_extra: dict[str, Any] | None = None,
+    listener_metrics: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """An AutoscalingRunnerSet like ARC's gha-runner-scale-set chart renders (``spec_extra``
     is merged into its spec)."""
@@ -73,6 +74,8 @@ def runner_set_manifest(
     if labels:
         spec["runnerScaleSetLabels"] = labels
     spec.update(spec_extra or {})
+    if listener_metrics is not None:
+        spec["listenerMetrics"] = listener_metrics
     return {
         "apiVersion": f"{GROUP}/{VERSION}",
         "kind": "AutoscalingRunnerSet",

@@ -7,12 +7,16 @@ normal test run; ``bench/chaos.py`` runs them bigger. See :mod:`.cases` and
 
 from gharc.testing.chaos.cases import BIG, CASES, SMALL, Sizes
 from gharc.testing.chaos.disruptions import DISRUPTIONS
+from gharc.testing.chaos.hostile_metrics import HOSTILE_METRICS
 from gharc.testing.chaos.incidents import INCIDENTS
 from gharc.testing.chaos.jit_errors import JIT_ERRORS
 from gharc.testing.chaos.report import CaseResult, problems, table
+from gharc.testing.chaos.tenants import TENANTS
 
 CASES.update(INCIDENTS)  # GitHub's own incidents (issue 19 §6), in the same table and bench
 CASES.update(DISRUPTIONS)  # evictions and a scale set deleted mid-run
 CASES.update(JIT_ERRORS)  # JIT configs failing while the other endpoints answer
+CASES.update(HOSTILE_METRICS)  # one tenant's metrics config against the shared controller
+CASES.update(TENANTS)  # a tenant's schedule, a frozen leader (issue 26)
 
 __all__ = ["BIG", "CASES", "SMALL", "CaseResult", "Sizes", "problems", "table"]

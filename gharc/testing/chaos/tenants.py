@@ -134,3 +134,6 @@ async def leader_freeze(factory: WorldFactory, namespace: str, sizes: Sizes = SM
         fenced_writes_logged=log.count(FENCED),
     )
     return result
+
+
+TENANTS = {"hostile-schedule": hostile_schedule, "leader-freeze": leader_freeze}
