@@ -189,7 +189,8 @@ def _seconds(later: datetime | None, earlier: datetime | None) -> float | None:
 @dataclass
 class _Metric:
     metric: Any
-    budget: SeriesBudget
+    budget: SeriesBudget | None
+    """None for gauges: their labels are always the scale set's, one child each."""
     cost: int
     """Samples one labelled child adds to a scrape."""
     labels: list[str] = field(default_factory=list)
@@ -204,6 +205,9 @@ class _Metric:
         key = tuple([values.get(k, "") for k in self.labels])
         found = self.children.get(key)
         if found is not None:
+            return found
+        if self.budget is None:
+            found = self.children[key] = self.metric.labels(*key)
             return found
         key = self.budget.fold(self.labels, key)
         found = self.children.get(key)
@@ -285,7 +289,7 @@ class ListenerMetrics:
             gauge = Gauge(
                 metric_name, _GAUGE_HELP[metric_name], gauge_cfg.labels, registry=self.registry
             )
-            self._gauges[metric_name] = self._metric(gauge, gauge_cfg.labels, 1)
+            self._gauges[metric_name] = _Metric(gauge, None, 1, list(gauge_cfg.labels))
         for metric_name, counter_cfg in cfg.counters.items():
             if metric_name not in _COUNTER_HELP:
                 log.error("unknown counter %r in metrics config; skipped", metric_name)

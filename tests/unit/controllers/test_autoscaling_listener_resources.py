@@ -289,3 +289,28 @@ def test_the_listener_log_level_comes_from_the_one_table(level: str) -> None:
         ),
     )
     assert cfg["log_level"] == (level if level in LOG_LEVELS else c.DEFAULT_LISTENER_LOG_LEVEL)
+
+
+def test_metric_bounds_travel_from_the_flags_to_the_listener_metrics() -> None:
+    """The controller's --listener-metrics-max-* reach a listener of either mode through its
+    config.json; the defaults are not written, so an unchanged config keeps its fingerprint."""
+    import dataclasses
+
+    from gharc.controllers.scaleset.inprocesslisteners import hosted_metrics
+
+    plain = lr.listener_config(listener(), {"github_token": "t"}, OPTIONS)
+    assert not any(k.startswith("metrics_max_") for k in plain)
+    options = dataclasses.replace(
+        OPTIONS,
+        listener_metrics_max_buckets=8,
+        listener_metrics_max_label_values=5,
+        listener_metrics_max_series=500,
+    )
+    cfg = lr.listener_config(listener(), {"github_token": "t"}, options)
+    assert (
+        cfg["metrics_max_buckets"],
+        cfg["metrics_max_label_values"],
+        cfg["metrics_max_series"],
+    ) == (8, 5, 500)
+    limits = hosted_metrics(cfg).limits
+    assert (limits.buckets, limits.label_values, limits.series) == (8, 5, 500)

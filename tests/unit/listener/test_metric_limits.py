@@ -152,3 +152,14 @@ def test_hosted_listeners_with_metrics_off_keep_nothing_per_job_name() -> None:
     for i in range(1000):
         metrics.record_job_started(started(f"job-{i}"))
     assert len(samples(metrics)) == 0
+
+
+def test_the_scale_set_gauges_keep_their_labels_when_the_budget_is_spent() -> None:
+    limits = MetricLimits(label_values=3, series=50)
+    metrics = ListenerMetrics(name="set", namespace="ns", organization="acme", limits=limits)
+    for i in range(50):
+        metrics.record_job_started(started(f"job-{i}", repository=f"repo-{i}"))
+    metrics.record_desired_runners(3)
+    (desired,) = [s for s in samples(metrics) if s.name == "gha_desired_runners"]
+    assert desired.labels["organization"] == "acme" and desired.labels["name"] == "set"
+    assert desired.labels["repository"] == ""
