@@ -261,21 +261,21 @@ class ControllerSettings(GitHubSettings):
         flag="--listener-metrics-max-buckets",
         parse=number(int, positive=True),
         help="Buckets kept per listener histogram; a listenerMetrics histogram with more "
-        "keeps its first ones, and an event says so.",
+        "keeps its first ones (logged once; in process also a ListenerMetricsLimited event).",
     )
     listener_metrics_max_label_values: int = setting(
         ml.MAX_LABEL_VALUES,
         flag="--listener-metrics-max-label-values",
         parse=number(int, positive=True),
         help="Distinct values per listener metric label (job_name, repository...) per scale "
-        'set; further values are counted as "other", and an event says so.',
+        'set; further values are counted as "other" (logged once, and an event in process).',
     )
     listener_metrics_max_series: int = setting(
         ml.MAX_SERIES,
         flag="--listener-metrics-max-series",
         parse=number(int, positive=True),
         help="Samples one scale set's listener metrics may have; new label combinations "
-        'beyond it are counted with labels "other", and an event says so.',
+        'beyond it are counted with labels "other" (logged once, and an event in process).',
     )
     listener_mode: str = setting(
         LISTENER_MODE_IN_PROCESS,
