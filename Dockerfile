@@ -35,7 +35,7 @@ RUN /opt/gharc/bin/pip install --no-deps --no-build-isolation . \
 # gharc.bench*) stay in the `sim` stage, which only the test world's runner image uses.
 RUN cp -a /opt/gharc /opt/product \
  && cd /opt/product/lib/python3*/site-packages/gharc \
- && rm -rf sim testing demo.py demo_legacy.py bench.py bench_controller.py bench_listeners.py \
+ && rm -rf sim testing demo.py demo_legacy.py bench.py bench_controller.py bench_listeners.py bench_fairness.py \
       __pycache__/demo.* __pycache__/demo_legacy.* __pycache__/bench.* __pycache__/bench_*
 
 FROM ${PYTHON_IMAGE} AS runtime
