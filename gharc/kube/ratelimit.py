@@ -13,11 +13,11 @@ shared/spec/python-ecosystem.md section 4).
 from __future__ import annotations
 
 import asyncio
-from collections import deque
 from collections.abc import Hashable
 from typing import Generic, Protocol, TypeVar
 
 from gharc.kube.clock import Clock, LoopClock
+from gharc.kube.turns import TurnQueue
 
 __all__ = [
     "BucketRateLimiter",
@@ -124,8 +124,7 @@ class FairTokenBucket:
         self._clock = clock or LoopClock()
         self._tokens = float(burst)
         self._last: float | None = None
-        self._waiting: dict[Hashable, deque[asyncio.Future[None]]] = {}
-        self._turns: deque[Hashable] = deque()
+        self._waiting: TurnQueue[asyncio.Future[None]] = TurnQueue()
         self._timer: asyncio.TimerHandle | None = None
 
     def _refill(self) -> None:
@@ -137,20 +136,16 @@ class FairTokenBucket:
     async def wait(self, key: Hashable = None) -> None:
         """Take a token for ``key``, waiting for it (and for other keys' turns) if need be."""
         self._refill()
-        if not self._turns and self._tokens >= _WHOLE:
+        if not self._waiting and self._tokens >= _WHOLE:
             self._tokens -= 1
             return
         waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        queue = self._waiting.get(key)
-        if queue is None:
-            queue = self._waiting[key] = deque()
-            self._turns.append(key)
-        queue.append(waiter)
+        self._waiting.push(key, waiter)
         self._schedule()
         await waiter  # a cancelled waiter is skipped when its turn comes
 
     def _schedule(self) -> None:
-        if self._timer is not None or not self._turns:
+        if self._timer is not None or not self._waiting:
             return
         delay = max(0.001, (1 - self._tokens) / self.qps)  # a floor: rounding never spins
         self._timer = asyncio.get_running_loop().call_later(delay, self._release)
@@ -158,14 +153,8 @@ class FairTokenBucket:
     def _release(self) -> None:
         self._timer = None
         self._refill()
-        while self._turns and self._tokens >= _WHOLE:
-            key = self._turns.popleft()
-            queue = self._waiting[key]
-            waiter = queue.popleft()
-            if queue:
-                self._turns.append(key)  # its next caller waits for every other key's turn
-            else:
-                del self._waiting[key]
+        while self._waiting and self._tokens >= _WHOLE:
+            waiter = self._waiting.pop()
             if waiter.done():
                 continue  # cancelled while waiting: no token spent
             self._tokens -= 1

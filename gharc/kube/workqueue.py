@@ -34,6 +34,7 @@ from typing import Generic, TypeVar
 from gharc.kube import metrics
 from gharc.kube.clock import Clock, LoopClock
 from gharc.kube.ratelimit import RateLimiter, default_controller_rate_limiter
+from gharc.kube.turns import TurnQueue
 
 __all__ = ["ShutDown", "WorkQueue"]
 
@@ -76,11 +77,8 @@ class WorkQueue(Generic[T]):
         self.rate_limiter: RateLimiter[T] = rate_limiter or default_controller_rate_limiter(
             clock=self._clock
         )
-        self._ready: dict[Hashable, deque[T]] = {}
-        """Ready items by fair key, each FIFO."""
-        self._turns: deque[Hashable] = deque()
-        """Fair keys that have ready items, in the order their turns come."""
-        self._ready_count = 0
+        self._ready: TurnQueue[T] = TurnQueue()
+        """Ready items, in turn across fair keys."""
         self._dirty: set[T] = set()
         self._processing: set[T] = set()
         self._getters: deque[asyncio.Future[None]] = deque()
@@ -108,7 +106,7 @@ class WorkQueue(Generic[T]):
     # -- state -------------------------------------------------------------------------
     def __len__(self) -> int:
         """Items ready to be handed out (not counting in-flight or delayed ones)."""
-        return self._ready_count
+        return len(self._ready)
 
     @property
     def shutting_down(self) -> bool:
@@ -181,7 +179,7 @@ class WorkQueue(Generic[T]):
         while True:
             if self._shutting_down:
                 raise ShutDown()
-            if self._ready_count:
+            if len(self._ready):
                 break
             fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
             self._getters.append(fut)
@@ -193,12 +191,12 @@ class WorkQueue(Generic[T]):
                 elif fut.done() and not fut.cancelled():
                     self._wake_one()  # NB: pass our wake-up on so the item is not stranded.
                 raise
-        item = self._pop()
+        item = self._ready.pop()
         self._processing.add(item)
         self._dirty.discard(item)
         now = self._clock.now()
         if self._metrics:
-            self._depth.set(self._ready_count)
+            self._depth.set(len(self._ready))
             added = self._added_at.pop(item, None)
             if added is not None:
                 self._queue_duration.observe(max(0.0, now - added))
@@ -237,28 +235,11 @@ class WorkQueue(Generic[T]):
 
     # -- internals ---------------------------------------------------------------------
     def _push(self, item: T) -> None:
-        key = self._fair_key(item) if self._fair_key is not None else None
-        ready = self._ready.get(key)
-        if ready is None:
-            ready = self._ready[key] = deque()
-            self._turns.append(key)
-        ready.append(item)
-        self._ready_count += 1
+        self._ready.push(self._fair_key(item) if self._fair_key is not None else None, item)
         if self._metrics:
-            self._depth.set(self._ready_count)
+            self._depth.set(len(self._ready))
             self._added_at.setdefault(item, self._clock.now())
         self._wake_one()
-
-    def _pop(self) -> T:
-        key = self._turns.popleft()
-        ready = self._ready[key]
-        item = ready.popleft()
-        if ready:
-            self._turns.append(key)  # its next item waits for every other key's turn
-        else:
-            del self._ready[key]
-        self._ready_count -= 1
-        return item
 
     def _wake_one(self) -> None:
         while self._getters:
