@@ -24,6 +24,7 @@ async def test_jit_503_and_429_windows(run_case: RunCase) -> None:
     # one breaker per host, which each answered poll closed: 42.
     assert extra["jit_calls_503"] <= 2 * pending + 2 * 3, extra
     # A 429 holds every runner's JIT call until its Retry-After lifts: the calls under way
-    # when the first one came, then about one per hold. Measured: 5; when each runner
-    # waited out only its own 429: 24 (one per runner per hold).
-    assert extra["jit_calls_429"] <= pending + extra["jit_429_holds"], extra
+    # when the first one came, then about one per hold. Measured: 5-10 on an idle machine,
+    # 19 beside the whole suite (a probe slower than its 1 s grace lets the others follow);
+    # when each runner waited out only its own 429: 24 (one per runner per hold).
+    assert extra["jit_calls_429"] < pending * extra["jit_429_holds"], extra
