@@ -85,13 +85,16 @@ class TokenBucket:
         self._tokens = float(burst)
         self._last: float | None = None
 
-    def reserve(self) -> float:
+    def _refill(self) -> None:
+        """Add the tokens earned since the last look, up to ``burst``."""
         now = self._clock.now()
-        if self._last is None:
-            self._last = now
-        elapsed = max(0.0, now - self._last)
-        self._tokens = min(float(self.burst), self._tokens + elapsed * self.qps)
+        if self._last is not None:
+            elapsed = max(0.0, now - self._last)
+            self._tokens = min(float(self.burst), self._tokens + elapsed * self.qps)
         self._last = now
+
+    def reserve(self) -> float:
+        self._refill()
         self._tokens -= 1.0
         return 0.0 if self._tokens >= 0 else -self._tokens / self.qps
 
@@ -106,10 +109,10 @@ _WHOLE = 1 - 1e-9
 """A token, give or take float rounding (0.1 s at 10 qps must make one, not 0.9999999)."""
 
 
-class FairTokenBucket:
+class FairTokenBucket(TokenBucket):
     """A client-side QPS limit whose waiting callers are served in turn across keys.
 
-    One token bucket (``qps``, ``burst``) as :class:`TokenBucket`, but when callers have to
+    :class:`TokenBucket`'s tokens (``qps``, ``burst``; never in debt here), but when callers have to
     wait, the next token goes to the key whose turn it is (the KubeClient keys by namespace:
     one tenant), first-in-first-out within a key. With one shared FIFO a tenant's burst of
     400 runners (8,000 requests) put every other tenant's next request behind all of them:
@@ -117,21 +120,9 @@ class FairTokenBucket:
     """
 
     def __init__(self, *, qps: float, burst: int, clock: Clock | None = None) -> None:
-        if qps <= 0 or burst <= 0:
-            raise ValueError("qps and burst must be positive")
-        self.qps = qps
-        self.burst = burst
-        self._clock = clock or LoopClock()
-        self._tokens = float(burst)
-        self._last: float | None = None
+        super().__init__(qps=qps, burst=burst, clock=clock)
         self._waiting: TurnQueue[asyncio.Future[None]] = TurnQueue()
         self._timer: asyncio.TimerHandle | None = None
-
-    def _refill(self) -> None:
-        now = self._clock.now()
-        if self._last is not None:
-            self._tokens = min(float(self.burst), self._tokens + (now - self._last) * self.qps)
-        self._last = now
 
     async def wait(self, key: Hashable = None) -> None:
         """Take a token for ``key``, waiting for it (and for other keys' turns) if need be."""
