@@ -30,13 +30,6 @@ RUN /opt/gharc/bin/pip install --no-deps --no-build-isolation . \
  && /opt/gharc/bin/python -m compileall -q /opt/gharc \
  && /opt/gharc/bin/gharc controller --help >/dev/null \
  && /opt/gharc/bin/gharc listener --help >/dev/null
-# The product carries the product: the fake GitHub, the kubelet and runner simulators, the
-# test world, the demo and the benchmarks (gharc.sim, gharc.testing, gharc.demo*,
-# gharc.bench*) stay in the `sim` stage, which only the test world's runner image uses.
-RUN cp -a /opt/gharc /opt/product \
- && cd /opt/product/lib/python3*/site-packages/gharc \
- && rm -rf sim testing demo.py demo_legacy.py bench.py bench_controller.py bench_listeners.py bench_fairness.py \
-      __pycache__/demo.* __pycache__/demo_legacy.* __pycache__/bench.* __pycache__/bench_*
 
 FROM ${PYTHON_IMAGE} AS runtime
 RUN groupadd --system --gid 1001 gharc \
@@ -50,14 +43,18 @@ WORKDIR /tmp
 ENTRYPOINT ["gharc"]
 CMD ["controller"]
 
-# `docker build --target sim`: everything, for the simulated runner pods of the test world.
+# `docker build --target sim`: the product plus the test world (fake GitHub, kubelet and
+# runner simulators: the top-level `testworld` package, never in the wheel), for the
+# simulated runner pods of the test world only.
 FROM runtime AS sim
 COPY --from=build /opt/gharc /opt/gharc
+COPY testworld /opt/testworld/testworld
+ENV PYTHONPATH=/opt/testworld
 USER 1001:1001
 
 # The default target: what users run.
 FROM runtime
-COPY --from=build /opt/product /opt/gharc
+COPY --from=build /opt/gharc /opt/gharc
 RUN gharc controller --help >/dev/null \
  && gharc listener --help >/dev/null \
  && gharc webhook-server --help >/dev/null

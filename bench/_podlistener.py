@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from gharc.sim.github import DEFAULT_ORG, FakeGitHubServer
+from testworld.sim.github import DEFAULT_ORG, FakeGitHubServer
 
 ERS = "bench-ers"
 SET = "bench-set"

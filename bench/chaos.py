@@ -22,9 +22,9 @@ import time
 from pathlib import Path
 
 from gharc.api import crds
-from gharc.testing.chaos import BIG, CASES, CaseResult, Sizes, problems, table
-from gharc.testing.controlplane import install_crds_sync, running_control_plane
-from gharc.testing.worlds import WorldFactory
+from testworld.chaos import BIG, CASES, CaseResult, Sizes, problems, table
+from testworld.controlplane import install_crds_sync, running_control_plane
+from testworld.worlds import WorldFactory
 
 LOG_DIR = Path(tempfile.gettempdir()) / "gharc-chaos-bench-logs"
 

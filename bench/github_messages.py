@@ -18,7 +18,7 @@ from prometheus_client import CollectorRegistry
 
 from gharc.github import ActionsClient, GitHubMetrics, PersonalAccessToken, parse_config_url
 from gharc.github.models import JobAvailable, RunnerScaleSet
-from gharc.sim.github import DEFAULT_REPO, FakeGitHubServer
+from testworld.sim.github import DEFAULT_REPO, FakeGitHubServer
 
 
 def pct(values: list[float], p: float) -> float:

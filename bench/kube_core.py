@@ -23,7 +23,7 @@ from gharc.kube.client import KubeClient
 from gharc.kube.informer import EventHandlerFuncs, Informer
 from gharc.kube.reconcile import Request, Result
 from gharc.kube.resources import CONFIG_MAPS, NAMESPACES
-from gharc.testing.controlplane import ControlPlane
+from testworld.controlplane import ControlPlane
 
 NAMESPACE = "bench"
 

@@ -39,10 +39,10 @@ from kubernetes_asyncio import client, watch
 
 from gharc.api import crds
 from gharc.api.scaleset.constants import GROUP, PLURAL_EPHEMERAL_RUNNER_SETS, VERSION
-from gharc.bench import proc_cpu_seconds
 from gharc.kube.config import new_api_client
-from gharc.sim.github import DEFAULT_REPO, FakeGitHubServer
-from gharc.testing.controlplane import install_crds_sync, running_control_plane
+from testworld.bench import proc_cpu_seconds
+from testworld.controlplane import install_crds_sync, running_control_plane
+from testworld.sim.github import DEFAULT_REPO, FakeGitHubServer
 
 NAMESPACE = "bench"
 

@@ -42,12 +42,12 @@ from _podlistener import ERS, SET, scale_set_world
 from gharc.api import crds
 from gharc.api.resources import EPHEMERAL_RUNNER_SETS
 from gharc.api.scaleset.constants import GROUP, VERSION
-from gharc.bench import proc_cpu_seconds, proc_peak_rss_mib
-from gharc.bench_listeners import proc_rss_mib
 from gharc.kube.client import KubeClient
 from gharc.kube.resources import NAMESPACES
-from gharc.sim.github import DEFAULT_REPO, FakeGitHubServer
-from gharc.testing.controlplane import install_crds_sync, running_control_plane
+from testworld.bench import proc_cpu_seconds, proc_peak_rss_mib
+from testworld.bench_listeners import proc_rss_mib
+from testworld.controlplane import install_crds_sync, running_control_plane
+from testworld.sim.github import DEFAULT_REPO, FakeGitHubServer
 
 NAMESPACE = "bench-rss"
 

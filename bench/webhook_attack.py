@@ -38,8 +38,8 @@ from gharc.api.legacy import constants as lc
 from gharc.api.resources import HORIZONTAL_RUNNER_AUTOSCALERS, RUNNER_DEPLOYMENTS
 from gharc.kube.client import KubeClient
 from gharc.kube.resources import NAMESPACES
-from gharc.testing.controlplane import install_crds_sync, running_control_plane
 from gharc.webhook.signature import sign
+from testworld.controlplane import install_crds_sync, running_control_plane
 
 NS = "bench-webhook"
 SECRET = "bench-s3cret"

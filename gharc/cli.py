@@ -61,8 +61,8 @@ def main() -> None:
 
 
 def __getattr__(name: str) -> Any:
-    """``gharc.cli.app`` and ``sim_app``: the typer apps, imported when first asked for."""
-    if name in ("app", "sim_app"):
+    """``gharc.cli.app``: the typer app, imported when first asked for."""
+    if name == "app":
         from gharc import commands
 
         return getattr(commands, name)

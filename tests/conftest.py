@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from gharc.testing.controlplane import ControlPlane, install_crds_sync, running_control_plane
+from testworld.controlplane import ControlPlane, install_crds_sync, running_control_plane
 
 log = logging.getLogger("gharc.tests")
 

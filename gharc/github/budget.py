@@ -180,7 +180,7 @@ class RateBudget:
             and self.remaining <= self.policy.quota_reserve[priority] * self.limit
         ):
             # NB: no counts in the message: it becomes status, which must not change
-            # from one attempt to the next (see controllers/scaleset/failures.py).
+            # from one attempt to the next (see controllers/scaleset/error_reporting.py).
             raise RateLimited(
                 f"{self.name}: the hour's quota is low; {priority.name.lower()} priority "
                 f"calls wait for its reset",

@@ -33,8 +33,8 @@ from gharc.github.errors import GitHubError
 from gharc.listener.capacity import CapacityPolicy
 from gharc.listener.config import ConfigError, ListenerConfig
 from gharc.listener.handler import MessageHandler
-from gharc.listener.kube import RunnerSetPatcher, StaleStatistics
 from gharc.listener.metrics import ListenerMetrics, MetricsServer
+from gharc.listener.runnerset_writes import RunnerSetPatcher, StaleStatistics
 from gharc.listener.scaler import Scaler
 from gharc.listener.session import (
     ActionsAPI,
@@ -588,7 +588,7 @@ async def run(
     listener: Listener | None = None
     try:
         if patcher is None:
-            from gharc.listener.kube import KubePatcher
+            from gharc.listener.runnerset_writes import KubePatcher
 
             try:
                 patcher = await KubePatcher.connect(

@@ -29,8 +29,8 @@ from gharc.github.models import (
     RunnerScaleSetMessage,
     RunnerScaleSetStatistic,
 )
-from gharc.listener.kube import RunnerNotFound, RunnerSetPatcher, job_status
 from gharc.listener.metrics import ListenerMetrics
+from gharc.listener.runnerset_writes import RunnerNotFound, RunnerSetPatcher, job_status
 from gharc.listener.scaler import Scaler
 from gharc.listener.session import SessionClient
 

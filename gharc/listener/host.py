@@ -40,8 +40,9 @@ from gharc.github.errors import GitHubError
 from gharc.kube.objects import meta as meta_of
 from gharc.listener.app import Listener
 from gharc.listener.config import ListenerConfig
-from gharc.listener.kube import KubePatcher, marker_of
 from gharc.listener.metrics import ListenerMetrics
+from gharc.listener.restart_ladder import LISTENER_RESTART_LADDER, restart_delay
+from gharc.listener.runnerset_writes import KubePatcher, marker_of
 from gharc.listener.session import ActionsAPI, FatalError
 
 __all__ = [
@@ -64,7 +65,6 @@ Resolve = Callable[[bool], Awaitable[tuple[ListenerConfig, ActionsAPI, ListenerM
 """Builds a listener's config, Actions client and metrics; ``True`` after a failure, when
 cached credentials must be read again (a rotated or restored token)."""
 
-DEFAULT_LADDER = (5.0, 10.0, 20.0, 40.0, 80.0)
 
 
 @dataclass(frozen=True)
@@ -166,7 +166,7 @@ class ListenerHost:
         kube: Any,
         *,
         identity: str,
-        ladder: tuple[float, ...] = DEFAULT_LADDER,
+        ladder: tuple[float, ...] = LISTENER_RESTART_LADDER,
         stable_after: float = 10.0,
         on_change: Callable[[Key], None] | None = None,
         message_report_interval: float = 60.0,
@@ -189,7 +189,7 @@ class ListenerHost:
             lambda namespace, name: _HostedPatcher(self.kube, namespace, name)
         )
         self.identity = identity
-        self.ladder = ladder or DEFAULT_LADDER
+        self.ladder = ladder or LISTENER_RESTART_LADDER
         self.stable_after = stable_after
         self.on_change = on_change
         self.message_report_interval = message_report_interval
@@ -388,7 +388,7 @@ class ListenerHost:
             if hosted.stop_requested:
                 break
             self._on_failure(hosted, why, loop.time())
-            delay = self.ladder[min(hosted.failures, len(self.ladder)) - 1]
+            delay = restart_delay(hosted.failures, self.ladder)
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(hosted.wake.wait(), timeout=delay)
             hosted.wake.clear()
@@ -434,7 +434,7 @@ class ListenerHost:
             hosted.failures = 0  # it ran long enough: this is a new failure, not a loop
         hosted.running_since = None
         hosted.failures += 1
-        delay = self.ladder[min(hosted.failures, len(self.ladder)) - 1]
+        delay = restart_delay(hosted.failures, self.ladder)
         wall = self._wall()
         hosted.phase = PHASE_BACKOFF
         hosted.last_failure_time = wall.replace(microsecond=0)

@@ -47,10 +47,6 @@ class Patch:
     patch_id: int
     seq: int
 
-    def body(self) -> dict[str, dict[str, int]]:
-        """The JSON merge patch; ``patchID`` is always sent (the CRD requires it)."""
-        return {"spec": {"replicas": self.replicas, "patchID": self.patch_id}}
-
 
 class Scaler:
     """Turns statistics and job events into patches; holds no I/O."""

@@ -41,7 +41,7 @@ from gharc.github.errors import (
 )
 from gharc.github.models import RunnerScaleSet, RunnerScaleSetMessage, RunnerScaleSetSession
 from gharc.listener.config import backoff_schedule
-from gharc.listener.kube import KubePatchError, RunnerNotFound, SessionRecord
+from gharc.listener.runnerset_writes import KubePatchError, RunnerNotFound, SessionRecord
 
 __all__ = [
     "ActionsAPI",

@@ -1,7 +1,7 @@
 """Chaos fixtures and the per-case table.
 
-Each test gets a :class:`~gharc.testing.worlds.WorldFactory` on the session control plane
-and records its :class:`~gharc.testing.chaos.CaseResult` with ``chaos_results``; at the end of
+Each test gets a :class:`~testworld.worlds.WorldFactory` on the session control plane
+and records its :class:`~testworld.chaos.CaseResult` with ``chaos_results``; at the end of
 the run the table goes to the terminal (whatever ``-s`` says) and to
 ``chaos-report.txt`` in the chaos log folder, next to the controllers' logs.
 """
@@ -16,8 +16,8 @@ import pytest
 import pytest_asyncio
 from _chaos import Case, RunCase
 
-from gharc.testing.chaos import CaseResult, problems, table
-from gharc.testing.worlds import WorldFactory
+from testworld.chaos import CaseResult, problems, table
+from testworld.worlds import WorldFactory
 
 #: Controller logs (one folder per case namespace) and the report; outside pytest's
 #: rotating basetemp so that a failed run's logs survive other runs on the machine.

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from _chaos import RunCase
 
-from gharc.testing.chaos.disruptions import EVICTED_PODS, evictions, scale_set_deleted
+from testworld.chaos.disruptions import EVICTED_PODS, evictions, scale_set_deleted
 
 pytestmark = [pytest.mark.chaos, pytest.mark.cluster]
 

@@ -8,7 +8,7 @@ import pytest
 from _chaos import RunCase
 
 from gharc.listener.metric_limits import MAX_HISTOGRAM_BUCKETS, MAX_SERIES
-from gharc.testing.chaos.hostile_metrics import LABEL_VALUES, hostile_metrics_tenant
+from testworld.chaos.hostile_metrics import LABEL_VALUES, hostile_metrics_tenant
 
 pytestmark = [pytest.mark.chaos, pytest.mark.cluster]
 

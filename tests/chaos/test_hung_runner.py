@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from _chaos import RunCase
 
-from gharc.testing.chaos.incidents import hung_runner
+from testworld.chaos.incidents import hung_runner
 
 pytestmark = [pytest.mark.chaos, pytest.mark.cluster]
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from _chaos import RunCase
 
-from gharc.testing.chaos.jit_errors import jit_errors
+from testworld.chaos.jit_errors import jit_errors
 
 pytestmark = [pytest.mark.chaos, pytest.mark.cluster]
 

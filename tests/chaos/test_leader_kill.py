@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from _chaos import RunCase
 
-from gharc.testing.chaos.cases import leader_kill
+from testworld.chaos.cases import leader_kill
 
 pytestmark = [pytest.mark.chaos, pytest.mark.cluster]
 

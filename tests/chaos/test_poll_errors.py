@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from _chaos import RunCase
 
-from gharc.testing.chaos.cases import poll_errors
+from testworld.chaos.cases import poll_errors
 
 pytestmark = [pytest.mark.chaos, pytest.mark.cluster]
 

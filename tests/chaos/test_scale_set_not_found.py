@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from _chaos import RunCase
 
-from gharc.testing.chaos.incidents import scale_set_not_found, scale_set_not_found_pods
+from testworld.chaos.incidents import scale_set_not_found, scale_set_not_found_pods
 
 pytestmark = [pytest.mark.chaos, pytest.mark.cluster]
 

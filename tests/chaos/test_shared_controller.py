@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from _chaos import RunCase
 
-from gharc.testing.chaos.tenants import hostile_schedule, leader_freeze
+from testworld.chaos.tenants import hostile_schedule, leader_freeze
 
 pytestmark = [pytest.mark.chaos, pytest.mark.cluster]
 

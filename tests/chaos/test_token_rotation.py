@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from _chaos import RunCase
 
-from gharc.testing.chaos.cases import token_rotation
+from testworld.chaos.cases import token_rotation
 
 pytestmark = [pytest.mark.chaos, pytest.mark.cluster]
 

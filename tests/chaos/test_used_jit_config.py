@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from _chaos import RunCase
 
-from gharc.testing.chaos.incidents import used_jit_config
+from testworld.chaos.incidents import used_jit_config
 
 pytestmark = [pytest.mark.chaos, pytest.mark.cluster]
 

@@ -1,6 +1,6 @@
 """Helpers of the end-to-end tests: confined Worlds, waiting, jobs and their report.
 
-Everything but the namespace naming lives in :mod:`gharc.testing.worlds` (the chaos suite
+Everything but the namespace naming lives in :mod:`testworld.worlds` (the chaos suite
 and ``bench/chaos.py`` use it too); it is re-exported here for the e2e tests."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import uuid
 
 import pytest
 
-from gharc.testing.worlds import (
+from testworld.worlds import (
     REPO,
     WorldFactory,
     all_completed,

@@ -28,8 +28,8 @@ import pytest
 import pytest_asyncio
 from _e2e import WorldFactory, unique_namespace
 
-from gharc.testing.controlplane import ControlPlane
-from gharc.testing.world import World
+from testworld.controlplane import ControlPlane
+from testworld.world import World
 
 log = logging.getLogger("gharc.tests.e2e")
 

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 from _e2e import all_completed, enqueue_jobs, job_state, wait_until
 
-from gharc.testing.world import World
+from testworld.world import World
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 

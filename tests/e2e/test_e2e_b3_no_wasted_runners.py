@@ -12,8 +12,8 @@ import time
 import pytest
 from _e2e import all_completed, job_state, report, wait_until
 
-from gharc.sim.workload import Workload
-from gharc.testing.world import World
+from testworld.sim.workload import Workload
+from testworld.world import World
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 

@@ -7,7 +7,7 @@ import asyncio
 import pytest
 from _e2e import all_completed, enqueue_jobs, job_state, report, wait_until
 
-from gharc.testing.world import World
+from testworld.world import World
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 

@@ -13,7 +13,7 @@ from _e2e import (
     wait_until,
 )
 
-from gharc.testing.world import SECRET_NAME, World
+from testworld.world import SECRET_NAME, World
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from _e2e import enqueue_jobs, listener_pods, wait_until
 
-from gharc.testing.world import World
+from testworld.world import World
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 

@@ -17,7 +17,7 @@ import pytest_asyncio
 from _e2e import WorldFactory, all_completed, enqueue_jobs, job_state, unique_namespace, wait_until
 from conftest import SHORT_POLL
 
-from gharc.testing.world import World
+from testworld.world import World
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 

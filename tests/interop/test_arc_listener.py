@@ -22,11 +22,11 @@ import pytest
 import pytest_asyncio
 from kubernetes_asyncio import client, config
 
-from gharc.sim.github import FakeGitHubServer
-from gharc.sim.kubelet import KubeletSimulator
-from gharc.sim.programs import ListenerProcessProgram, RunnerProgram, is_listener, is_runner
-from gharc.testing.world import World
-from gharc.testing.worlds import all_completed, enqueue_jobs, job_state, wait_until
+from testworld.sim.github import FakeGitHubServer
+from testworld.sim.kubelet import KubeletSimulator
+from testworld.sim.programs import ListenerProcessProgram, RunnerProgram, is_listener, is_runner
+from testworld.world import World
+from testworld.worlds import all_completed, enqueue_jobs, job_state, wait_until
 
 pytestmark = [pytest.mark.cluster, pytest.mark.interop]
 

@@ -2,7 +2,7 @@
 
 The legacy controllers run in the test process against the real cluster, with the fake
 GitHub on the node address; runner pods are real containers of the simulated
-``summerwind/actions-runner`` image (``gharc.testing.realnode_runner``: it registers with
+``summerwind/actions-runner`` image (``testworld.realnode_runner``: it registers with
 the pod's ``RUNNER_TOKEN`` and takes jobs for its labels). The node's
 kube-controller-manager is what the envtest legacy tests lack: its garbage collector
 deletes what a deleted Runner or StatefulSet owned, and its StatefulSet controller makes
@@ -30,10 +30,10 @@ from gharc.github.pool import ClientPool
 from gharc.kube.cache import Cache
 from gharc.kube.client import KubeClient
 from gharc.kube.resources import NAMESPACES, PODS, SECRETS
-from gharc.sim.github import DEFAULT_TOKEN, FakeGitHubServer
-from gharc.testing.realnode import NODE_IP, RealCluster
-from gharc.testing.setupmanager import SetupManager
-from gharc.testing.wait import eventually
+from testworld.realnode import NODE_IP, RealCluster
+from testworld.setupmanager import SetupManager
+from testworld.sim.github import DEFAULT_TOKEN, FakeGitHubServer
+from testworld.wait import eventually
 
 JSON = dict[str, Any]
 

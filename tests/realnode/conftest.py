@@ -1,6 +1,6 @@
 """The real-node tier: a real kubelet, containerd, scheduler and controllers, real pods.
 
-One :class:`~gharc.testing.realnode.RealCluster` serves the whole run (about 10 s to bring
+One :class:`~testworld.realnode.RealCluster` serves the whole run (about 10 s to bring
 up once its binaries and images are cached). When the host cannot run containers, or the
 binaries or images cannot be built, every test here skips and says why; with
 ``GHARC_REQUIRE_REAL_NODE=1`` (as CI sets where it can run them) it fails instead.
@@ -18,7 +18,7 @@ from typing import NoReturn
 import pytest
 
 from gharc.kube.client import KubeClient
-from gharc.testing.helm import Helm, helm_or_skip
+from testworld.helm import Helm, helm_or_skip
 
 log = logging.getLogger("gharc.tests.realnode")
 
@@ -34,8 +34,8 @@ def _unavailable(reason: str) -> NoReturn:
 @pytest.fixture(scope="session")
 def real_cluster() -> Iterator[object]:
     """A real single-node cluster with gharc's CRDs and the test images loaded."""
-    from gharc.testing.realnode import RealCluster, RealNodeError, unavailable_reason
-    from gharc.testing.realnode_image import ImageBuildError, build_images
+    from testworld.realnode import RealCluster, RealNodeError, unavailable_reason
+    from testworld.realnode_image import ImageBuildError, build_images
 
     reason = unavailable_reason()
     if reason:

@@ -22,10 +22,10 @@ import pytest
 from kubernetes_asyncio import client, config
 
 from gharc.api.scaleset import constants as c
-from gharc.testing.helm import CONTROLLER_CHART, SCALE_SET_CHART, Helm
-from gharc.testing.realnode import NODE_IP, RealCluster
-from gharc.testing.realnode_image import GHARC_IMAGE, RUNNER_IMAGE
-from gharc.testing.wait import eventually
+from testworld.helm import CONTROLLER_CHART, SCALE_SET_CHART, Helm
+from testworld.realnode import NODE_IP, RealCluster
+from testworld.realnode_image import GHARC_IMAGE, RUNNER_IMAGE
+from testworld.wait import eventually
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(900)]
 
@@ -116,7 +116,7 @@ async def test_charts_run_jobs_on_real_pods(
     api: client.ApiClient,
     helm: Helm,
 ) -> None:
-    from gharc.sim.github import FakeGitHubServer
+    from testworld.sim.github import FakeGitHubServer
 
     kubeconfig = real_cluster.kubeconfig_path
     core, apps = client.CoreV1Api(api), client.AppsV1Api(api)

@@ -23,9 +23,9 @@ from gharc.api.legacy import constants as lc
 from gharc.api.resources import RUNNER_DEPLOYMENTS, RUNNER_REPLICA_SETS, RUNNERS
 from gharc.kube.client import KubeClient
 from gharc.kube.resources import PODS, SECRETS
-from gharc.sim.github import DEFAULT_REPO
-from gharc.testing.realnode import RealCluster
-from gharc.testing.realnode_image import RUNNER_IMAGE
+from testworld.realnode import RealCluster
+from testworld.realnode_image import RUNNER_IMAGE
+from testworld.sim.github import DEFAULT_REPO
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(600)]
 

@@ -23,10 +23,10 @@ from gharc.api.resources import RUNNER_SETS
 from gharc.controllers.legacy.runnerset import PERSISTENT_VOLUME_CLAIMS, STATEFUL_SETS
 from gharc.kube.client import KubeClient
 from gharc.kube.resources import PODS, Resource
-from gharc.sim.github import DEFAULT_REPO
-from gharc.testing import legacy
-from gharc.testing.realnode import RealCluster
-from gharc.testing.realnode_image import RUNNER_IMAGE
+from testworld import legacy
+from testworld.realnode import RealCluster
+from testworld.realnode_image import RUNNER_IMAGE
+from testworld.sim.github import DEFAULT_REPO
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(600)]
 

@@ -249,7 +249,7 @@ async def test_tls_with_a_private_ca(tmp_path: Any) -> None:
     the host name against the certificate."""
     import ssl
 
-    from gharc.testing.certs import TinyCA
+    from testworld.certs import TinyCA
 
     ca = TinyCA()
     leaf = ca.issue("localhost", dns_names=("localhost",), ip_addresses=("127.0.0.1",), server=True)

@@ -3,7 +3,7 @@
 The scale set's name is the label jobs ``runs-on``; the service answers a create or rename
 with a name it cannot use by 400 ``ArgumentException``. gharc checks the same rules before
 calling it, so the scale set's status says what to change instead of repeating a 400, and
-the fake GitHub (:mod:`gharc.sim.github`) refuses the same names.
+the fake GitHub (:mod:`testworld.sim.github`) refuses the same names.
 
 CRD validation would reject these when applied, but ARC's CRD accepts any string, and a
 stricter CRD would make objects already stored under ARC's CRDs unreadable for updates

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from gharc.api.scaleset import constants as c
+from gharc.api.scaleset import scaling_wire as wire
 from gharc.kube.objects import int_or, int_or_none, meta, spec_of, status_of
 
 __all__ = [
@@ -146,7 +147,7 @@ class EphemeralRunnerSetView(_View):
     @property
     def patch_id(self) -> int:
         """``spec.patchID``; unset is 0, which means "no patch" (scale-down allowed)."""
-        return int_or(self.spec.get("patchID"))
+        return int_or(self.spec.get(wire.PATCH_ID_FIELD))
 
     @property
     def actionable_revision(self) -> int:
@@ -167,7 +168,7 @@ class EphemeralRunnerSetView(_View):
     def cleanup_marker(self) -> int | None:
         """``status.finishedRunnerCleanupPatchID``: the patch whose finished runners were
         cleaned up (behaviours B3); None when there is none."""
-        return int_or_none(self.status.get("finishedRunnerCleanupPatchID"))
+        return int_or_none(self.status.get(wire.CLEANUP_MARKER_FIELD))
 
     @property
     def phase(self) -> str:

@@ -48,6 +48,7 @@ from gharc.kube.reconcile import Request, Result
 from gharc.kube.resources import PODS, ROLE_BINDINGS, ROLES, SECRETS, SERVICE_ACCOUNTS
 from gharc.kube.store import copy_object
 from gharc.listener.host import HostedListenerStatus, ListenerHost
+from gharc.listener.restart_ladder import restart_delay
 
 log = logging.getLogger(__name__)
 
@@ -74,13 +75,6 @@ def listener_container_status(pod: Mapping[str, Any]) -> Mapping[str, Any] | Non
         if status.get("name") == c.LISTENER_CONTAINER_NAME:
             return dict(status)
     return None
-
-
-def backoff_for(failures: int, ladder: tuple[float, ...]) -> float:
-    """Delay before restarting after the ``failures``-th consecutive failure (1-based)."""
-    if failures <= 0 or not ladder:
-        return 0.0
-    return ladder[min(failures, len(ladder)) - 1]
 
 
 class AutoscalingListenerReconciler:
@@ -498,7 +492,7 @@ class AutoscalingListenerReconciler:
         finished = finished_at or recorded or self._now()
         if first_sight:
             failures += 1
-        delay = backoff_for(failures, self.options.listener_failure_backoff)
+        delay = restart_delay(failures, self.options.listener_failure_backoff)
         until = finished + timedelta(seconds=delay)
         why = f"exit code {exit_code}" if exit_code is not None else "pod failed"
         if first_sight:

@@ -52,7 +52,7 @@ from gharc.api.scaleset.models import AutoscalingRunnerSetSpec
 from gharc.api.scaleset.scalesetname import scale_set_name_problem
 from gharc.api.scaleset.views import AutoscalingRunnerSetView, EphemeralRunnerSetView
 from gharc.controllers.scaleset import conditions as cond
-from gharc.controllers.scaleset import failures, listenerpolicy
+from gharc.controllers.scaleset import error_reporting, listenerpolicy
 from gharc.controllers.scaleset import listenerresources as lr
 from gharc.controllers.scaleset.credentials import (
     ClientResolver,
@@ -60,8 +60,8 @@ from gharc.controllers.scaleset.credentials import (
     GitHubTarget,
     proxy_problems,
 )
+from gharc.controllers.scaleset.error_reporting import reconcile_or_wait_for_github
 from gharc.controllers.scaleset.events import NORMAL, WARNING, EventRecorder, emit
-from gharc.controllers.scaleset.failures import reconcile_or_wait_for_github
 from gharc.controllers.scaleset.labels import filter_and_merge_labels, merge_annotations
 from gharc.controllers.scaleset.options import LISTENER_MODE_IN_PROCESS, ScaleSetOptions
 from gharc.controllers.scaleset.reconcileutil import remove_finalizer
@@ -321,13 +321,13 @@ class AutoscalingRunnerSetReconciler:
             ars = await self._ensure_scale_set(ars, client)
         except ConfigurationError as err:
             return await self._report_invalid(ars, err)
-        except failures.REPORTED as err:
+        except error_reporting.REPORTED as err:
             if isinstance(err, gh_errors.CircuitOpen) and self._reports_github_failure(ars):
                 # Held back after the failures this scale set already reports: that cause
                 # stands. Reporting "held back" instead would flip the reason (and add an
                 # event) between every failed probe and the calls held back after it.
                 return Result(requeue_after=gh_errors.retry_delay(err, time.time()))
-            result = await self._report_failure(ars, *failures.describe(err))
+            result = await self._report_failure(ars, *error_reporting.describe(err))
             if isinstance(err, gh_errors.RETRY_LATER):
                 # Rate limited or held back: come back when GitHub says, not sooner.
                 return Result(requeue_after=gh_errors.retry_delay(err, time.time()))

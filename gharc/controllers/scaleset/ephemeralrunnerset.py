@@ -15,7 +15,7 @@ EphemeralRunners. One step per reconcile, in this order (spec §9 with behaviour
    set replaces them; at a bounded rate (``failed_runner_replace_backoff``): while the
    set backs off, the Failed runners it keeps count as capacity, and an event and the
    ``FailedRunnerBackoff`` condition say so; the ladder's step is kept in the set's status,
-   so a restart does not reset it (:mod:`failedbackoff`).
+   so a restart does not reset it (:mod:`failed_runner_pacing`).
    Runners failed for an invalid pod template are kept: a replacement would fail alike.
 5. Finished-runner cleanup (B3): record ``status.finishedRunnerCleanupPatchID`` for the
    current patch (optimistic lock), delete the finished runners, return. The gap the
@@ -43,14 +43,15 @@ from typing import Any
 
 from gharc.api.resources import EPHEMERAL_RUNNER_SETS, EPHEMERAL_RUNNERS
 from gharc.api.scaleset import constants as c
+from gharc.api.scaleset import scaling_wire as wire
 from gharc.api.scaleset.views import EphemeralRunnerSetView, EphemeralRunnerView
 from gharc.controllers.scaleset import conditions as cond
-from gharc.controllers.scaleset import failedbackoff as fb
+from gharc.controllers.scaleset import failed_runner_pacing as fb
 from gharc.controllers.scaleset import runnerresources as rr
 from gharc.controllers.scaleset.credentials import ClientResolver, ConfigurationError, GitHubTarget
 from gharc.controllers.scaleset.ephemeralrunner import NEWBORN, ManagerLike
+from gharc.controllers.scaleset.error_reporting import reconcile_or_wait_for_github
 from gharc.controllers.scaleset.events import NORMAL, WARNING, EventRecorder, emit
-from gharc.controllers.scaleset.failures import reconcile_or_wait_for_github
 from gharc.controllers.scaleset.metrics import ControllerMetrics
 from gharc.controllers.scaleset.options import FAILED_RUNNER_WINDOW, ScaleSetOptions
 from gharc.github import errors as gh
@@ -335,7 +336,7 @@ class EphemeralRunnerSetReconciler:
         await self.kube.patch_status(
             EPHEMERAL_RUNNER_SETS,
             fresh,
-            {"status": {"appliedActionableRevision": target, "finishedRunnerCleanupPatchID": None}},
+            {"status": {"appliedActionableRevision": target, wire.CLEANUP_MARKER_FIELD: None}},
             optimistic_lock=True,
         )
         self._markers[str(rr.meta(ers).get("uid"))] = None
@@ -454,19 +455,15 @@ class EphemeralRunnerSetReconciler:
         along, which spares the count write that would follow.
         """
         spec, status = rr.spec_of(ers), ers.get("status")
-        if "patchID" not in spec or not isinstance(status, dict):
+        if wire.PATCH_ID_FIELD not in spec or not isinstance(status, dict):
             await self.kube.patch_status(
                 EPHEMERAL_RUNNER_SETS,
                 ers,
-                {"status": {**counts, "finishedRunnerCleanupPatchID": patch_id}},
+                wire.cleanup_marker_status(patch_id, counts),
                 optimistic_lock=True,
             )
             return
-        ops = [
-            {"op": "test", "path": "/spec/patchID", "value": spec["patchID"]},
-            {"op": "add", "path": "/status/finishedRunnerCleanupPatchID", "value": patch_id},
-            *({"op": "add", "path": f"/status/{k}", "value": v} for k, v in counts.items()),
-        ]
+        ops = wire.cleanup_marker_ops(spec[wire.PATCH_ID_FIELD], patch_id, counts)
         try:
             await self.kube.json_patch(EPHEMERAL_RUNNER_SETS, ers, ops, subresource="status")
         except kerr.Invalid as err:

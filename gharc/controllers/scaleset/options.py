@@ -18,11 +18,11 @@ from gharc.controllers.settings import (
     LISTENER_MODES,
     ControllerSettings,
 )
+from gharc.listener.restart_ladder import LISTENER_RESTART_LADDER
 
 __all__ = [
     "FAILED_RUNNER_REPLACE_BACKOFF",
     "FAILED_RUNNER_WINDOW",
-    "LISTENER_FAILURE_BACKOFF",
     "LISTENER_MODES",
     "LISTENER_MODE_IN_PROCESS",
     "LISTENER_MODE_POD",
@@ -37,8 +37,6 @@ RUNNER_FAILURE_BACKOFF: tuple[float, ...] = (0.0, 5.0, 10.0, 20.0, 40.0, 80.0)
 FAILED_RUNNER_REPLACE_BACKOFF: tuple[float, ...] = (0.0, 0.0, 30.0, 60.0, 120.0, 300.0)
 #: A set that replaced no Failed runner for this long starts its backoff ladder again.
 FAILED_RUNNER_WINDOW = 600.0
-#: Delays before re-creating a listener that exited non-zero (behaviours B1), then capped.
-LISTENER_FAILURE_BACKOFF: tuple[float, ...] = (5.0, 10.0, 20.0, 40.0, 80.0, 160.0)
 
 
 @dataclass
@@ -97,7 +95,7 @@ class ScaleSetOptions:
     """``--node-loss-timeout``: seconds a node may be not Ready before the runner and
     listener pods on it are declared dead (``nodeloss.py``, G18); a deleted node's pods at
     once. 0 turns it off (no Node watch)."""
-    listener_failure_backoff: tuple[float, ...] = LISTENER_FAILURE_BACKOFF
+    listener_failure_backoff: tuple[float, ...] = LISTENER_RESTART_LADDER
     build_version: str = ControllerSettings.build_version
     listener_mode: str = ControllerSettings.listener_mode
     """``--listener-mode``: ``InProcess`` runs every scale set's listener as a task of the

@@ -25,8 +25,8 @@ from kubernetes_asyncio.client.exceptions import ApiException
 from gharc.api import crds
 from gharc.api.legacy import constants as lc
 from gharc.api.scaleset import constants as c
-from gharc.testing.arcdata import ArcDataMissing, arc_crds
-from gharc.testing.controlplane import ControlPlane, install_crds, running_control_plane
+from testworld.arcdata import ArcDataMissing, arc_crds
+from testworld.controlplane import ControlPlane, install_crds, running_control_plane
 
 NAMESPACE = "arc-runners"
 MERGE = "application/merge-patch+json"

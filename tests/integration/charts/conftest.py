@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from gharc.testing.helm import Helm, helm_or_skip
+from testworld.helm import Helm, helm_or_skip
 
 
 @pytest.fixture(scope="session")

@@ -20,7 +20,7 @@ from kubernetes_asyncio import client
 from prometheus_client import CollectorRegistry
 
 from gharc.api.scaleset import constants as c
-from gharc.testing.helm import CONTROLLER_CHART, SCALE_SET_CHART, Helm
+from testworld.helm import CONTROLLER_CHART, SCALE_SET_CHART, Helm
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(900)]
 
@@ -73,7 +73,7 @@ async def test_install_both_charts_and_reach_running(
     namespace: str,
     tmp_path: Path,
 ) -> None:
-    from gharc.sim.github import FakeGitHubServer
+    from testworld.sim.github import FakeGitHubServer
 
     core = client.CoreV1Api(api_client)
     runners_ns = f"{namespace[:50]}-runners"
@@ -167,8 +167,8 @@ async def _run_controller_until_running(
     if reason:
         pytest.xfail(reason)
     from gharc.controllers.main import parse_args, run_controller
-    from gharc.sim.kubelet import KubeletSimulator
-    from gharc.sim.programs import default_programs
+    from testworld.sim.kubelet import KubeletSimulator
+    from testworld.sim.programs import default_programs
 
     # The Deployment's own arguments, minus what needs a real pod (ports, image).
     parsed = parse_args(

@@ -27,10 +27,10 @@ from prometheus_client import CollectorRegistry
 from gharc.api.resources import HORIZONTAL_RUNNER_AUTOSCALERS, RUNNER_DEPLOYMENTS, RUNNERS
 from gharc.kube.client import KubeClient
 from gharc.kube.resources import PODS
-from gharc.testing import legacy, webhook
-from gharc.testing.arcdata import ArcDataMissing, arc_data_dir
-from gharc.testing.helm import LEGACY_CHART, Helm
-from gharc.testing.wait import eventually
+from testworld import legacy, webhook
+from testworld.arcdata import ArcDataMissing, arc_data_dir
+from testworld.helm import LEGACY_CHART, Helm
+from testworld.wait import eventually
 
 sys.path.insert(0, str(Path(__file__).parent))
 from test_chart_install import _service_account_kubeconfig
@@ -152,9 +152,9 @@ async def test_install_legacy_chart_with_arcs_values_and_run_as_its_accounts(
 ) -> None:
     from gharc.controllers.main import parse_args as controller_args
     from gharc.controllers.main import run_controller
-    from gharc.sim.github import DEFAULT_ORG, FakeGitHubServer
     from gharc.webhook.main import WebhookArgs
     from gharc.webhook.main import parse_args as webhook_args
+    from testworld.sim.github import DEFAULT_ORG, FakeGitHubServer
 
     release = f"leg-{uuid.uuid4().hex[:6]}"
     full = f"{release}-actions-runner-controller"

@@ -30,8 +30,8 @@ from gharc.controllers.main import ControllerArgs, run_controller
 from gharc.kube.client import KubeClient
 from gharc.kube.errors import NotFound
 from gharc.kube.resources import EVENTS, PODS, SECRETS, Resource
-from gharc.sim.github import FakeGitHubServer
-from gharc.testing.wait import eventually
+from testworld.sim.github import FakeGitHubServer
+from testworld.wait import eventually
 
 JSON = dict[str, Any]
 SECRET_NAME = "github-config"

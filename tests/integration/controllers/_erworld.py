@@ -31,9 +31,9 @@ from gharc.kube.client import KubeClient
 from gharc.kube.controller import Controller
 from gharc.kube.objects import decode_secret_data
 from gharc.kube.resources import PODS, SECRETS
-from gharc.sim.github import DEFAULT_REPO, FakeGitHubServer, Job, ScaleSet
-from gharc.testing.setupmanager import SetupManager
-from gharc.testing.wait import eventually
+from testworld.setupmanager import SetupManager
+from testworld.sim.github import DEFAULT_REPO, FakeGitHubServer, Job, ScaleSet
+from testworld.wait import eventually
 
 JSON = dict[str, Any]
 

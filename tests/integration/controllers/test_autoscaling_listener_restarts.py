@@ -13,7 +13,7 @@ from _arsworld import World, running_world, utc
 from gharc.api.scaleset import constants as c
 from gharc.kube.objects import is_deleting
 from gharc.kube.resources import PODS
-from gharc.testing.wait import consistently, eventually
+from testworld.wait import consistently, eventually
 
 
 async def _listener_status(w: World, ars: dict[str, Any]) -> dict[str, Any]:

@@ -12,7 +12,7 @@ from gharc.api.resources import AUTOSCALING_RUNNER_SETS
 from gharc.api.scaleset import constants as c
 from gharc.controllers.scaleset.autoscalingrunnerset import AutoscalingRunnerSetReconciler
 from gharc.kube.reconcile import Request, Result
-from gharc.testing.wait import eventually
+from testworld.wait import eventually
 
 
 @pytest.fixture

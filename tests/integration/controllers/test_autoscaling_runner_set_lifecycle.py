@@ -13,7 +13,7 @@ from gharc.api.resources import (
 )
 from gharc.api.scaleset import constants as c
 from gharc.kube.resources import PODS, ROLE_BINDINGS, ROLES, SECRETS, SERVICE_ACCOUNTS
-from gharc.testing.wait import eventually
+from testworld.wait import eventually
 
 
 async def _created(w: World) -> dict[str, Any]:

@@ -11,7 +11,7 @@ import pytest
 from _arsworld import running_world
 
 from gharc.api.scaleset import constants as c
-from gharc.testing.wait import eventually
+from testworld.wait import eventually
 
 pytestmark = pytest.mark.cluster
 

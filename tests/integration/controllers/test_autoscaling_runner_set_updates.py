@@ -9,7 +9,7 @@ from _arsworld import World, runner_template, running_world
 
 from gharc.api.resources import AUTOSCALING_LISTENERS, AUTOSCALING_RUNNER_SETS
 from gharc.api.scaleset import constants as c
-from gharc.testing.wait import eventually
+from testworld.wait import eventually
 
 TEST_FINALIZER = "tests.gharc.dev/hold"
 

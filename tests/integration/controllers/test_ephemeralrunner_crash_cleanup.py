@@ -21,7 +21,7 @@ from gharc.api.resources import EPHEMERAL_RUNNERS
 from gharc.api.scaleset import constants as c
 from gharc.kube import errors as kerr
 from gharc.kube.resources import SECRETS
-from gharc.testing.wait import eventually
+from testworld.wait import eventually
 
 pytestmark = pytest.mark.cluster
 

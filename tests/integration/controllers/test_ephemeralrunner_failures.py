@@ -12,7 +12,7 @@ from _erworld import World, jit_data, runner_template, world_fixture
 from gharc.api.scaleset import constants as c
 from gharc.kube.errors import NotFound
 from gharc.kube.resources import PODS
-from gharc.testing.wait import eventually
+from testworld.wait import eventually
 
 pytestmark = pytest.mark.cluster
 

@@ -17,7 +17,7 @@ from gharc.api.scaleset import constants as c
 from gharc.controllers.scaleset import hangs, orphans
 from gharc.kube.errors import NotFound
 from gharc.kube.resources import PODS
-from gharc.testing.wait import eventually
+from testworld.wait import eventually
 
 pytestmark = pytest.mark.cluster
 

@@ -16,8 +16,8 @@ from _erworld import World, jit_data, world_fixture
 
 from gharc.api.scaleset import constants as c
 from gharc.kube.resources import SECRETS
-from gharc.sim.github import DEFAULT_REPO
-from gharc.testing.wait import eventually
+from testworld.sim.github import DEFAULT_REPO
+from testworld.wait import eventually
 
 pytestmark = pytest.mark.cluster
 

@@ -11,7 +11,7 @@ from gharc.api.resources import EPHEMERAL_RUNNER_SETS, EPHEMERAL_RUNNERS
 from gharc.api.scaleset import constants as c
 from gharc.kube.errors import NotFound
 from gharc.kube.resources import PODS, SECRETS
-from gharc.testing.wait import eventually
+from testworld.wait import eventually
 
 pytestmark = pytest.mark.cluster
 

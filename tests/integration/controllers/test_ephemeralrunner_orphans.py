@@ -17,7 +17,7 @@ from _erworld import World, sweeper_fixture, world_fixture
 
 from gharc.controllers.scaleset import orphans
 from gharc.controllers.scaleset.credentials import ClientResolver
-from gharc.testing.wait import eventually
+from testworld.wait import eventually
 
 pytestmark = pytest.mark.cluster
 

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from _erworld import World, make_world
 
-from gharc.testing.wait import eventually
+from testworld.wait import eventually
 
 pytestmark = pytest.mark.cluster
 
@@ -34,7 +34,7 @@ async def world(kubeconfig: str, namespace: str) -> AsyncIterator[World]:
 async def test_rate_limited_jit_config_holds_other_runners_without_a_worker(
     world: World, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.INFO, logger="gharc.controllers.scaleset.failures")
+    caplog.set_level(logging.INFO, logger="gharc.controllers.scaleset.error_reporting")
     world.gh.add_fault("secondary_rate_limit", route=JIT, status=429, retry_after=30, count=1)
     await world.create_ers(replicas=2, patch_id=1)
 

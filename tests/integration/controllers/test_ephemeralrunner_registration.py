@@ -22,7 +22,7 @@ from gharc.controllers.scaleset.ephemeralrunner import EphemeralRunnerReconciler
 from gharc.kube import errors as kerr
 from gharc.kube.reconcile import Request
 from gharc.kube.resources import PODS, SECRETS, Resource
-from gharc.testing.wait import eventually
+from testworld.wait import eventually
 
 pytestmark = pytest.mark.cluster
 

@@ -8,7 +8,7 @@ import pytest
 from _erworld import World, make_world
 
 from gharc.api.scaleset import constants as c
-from gharc.testing.wait import eventually
+from testworld.wait import eventually
 
 pytestmark = pytest.mark.cluster
 

@@ -8,7 +8,7 @@ from collections.abc import AsyncIterator
 import pytest
 from _erworld import World, make_world
 
-from gharc.testing.wait import eventually
+from testworld.wait import eventually
 
 pytestmark = pytest.mark.cluster
 

@@ -10,7 +10,7 @@ from _erworld import World, runner_template, world_fixture
 
 from gharc.api.resources import EPHEMERAL_RUNNER_SETS
 from gharc.controllers.scaleset.runnerresources import ANNOTATION_ACTIONABLE_REVISION
-from gharc.testing.wait import eventually
+from testworld.wait import eventually
 
 pytestmark = pytest.mark.cluster
 

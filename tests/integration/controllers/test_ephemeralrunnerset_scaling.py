@@ -11,8 +11,8 @@ from _erworld import World, world_fixture
 from gharc.api.resources import EPHEMERAL_RUNNER_SETS, EPHEMERAL_RUNNERS
 from gharc.kube.errors import NotFound
 from gharc.kube.resources import PODS
-from gharc.sim.github import Job
-from gharc.testing.wait import consistently, eventually
+from testworld.sim.github import Job
+from testworld.wait import consistently, eventually
 
 pytestmark = pytest.mark.cluster
 

@@ -16,8 +16,8 @@ from _arsworld import SECRET_NAME, World, running_world
 
 from gharc.api.resources import EPHEMERAL_RUNNER_SETS
 from gharc.kube.resources import PODS, SECRETS
-from gharc.sim.github import DEFAULT_REPO
-from gharc.testing.wait import eventually
+from testworld.sim.github import DEFAULT_REPO
+from testworld.wait import eventually
 
 
 async def _status(w: World, ars: dict[str, Any]) -> dict[str, Any]:

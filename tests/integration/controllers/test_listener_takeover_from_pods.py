@@ -16,8 +16,8 @@ from _arsworld import World, running_world
 
 from gharc.api.scaleset import constants as c
 from gharc.kube.resources import PODS, ROLE_BINDINGS, ROLES, SECRETS, SERVICE_ACCOUNTS
-from gharc.sim.github import FakeGitHubServer
-from gharc.testing.wait import eventually
+from testworld.sim.github import FakeGitHubServer
+from testworld.wait import eventually
 
 JSON = dict[str, Any]
 

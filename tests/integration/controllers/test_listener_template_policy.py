@@ -21,7 +21,7 @@ from gharc.controllers.scaleset.options import ScaleSetOptions
 from gharc.kube.client import KubeClient
 from gharc.kube.errors import Forbidden, Invalid
 from gharc.kube.resources import NAMESPACES, PODS, SECRETS, SERVICE_ACCOUNTS
-from gharc.testing.wait import eventually
+from testworld.wait import eventually
 
 JSON = dict[str, Any]
 VICTIM_SECRET = "victim-6b5d8f7c-listener-config"

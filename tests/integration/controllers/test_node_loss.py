@@ -17,9 +17,9 @@ from gharc.controllers.scaleset import nodeloss
 from gharc.kube.cache import Cache
 from gharc.kube.errors import NotFound
 from gharc.kube.resources import NODES, PODS
-from gharc.sim.kubelet import KubeletSimulator
-from gharc.testing.setupmanager import SetupManager
-from gharc.testing.wait import eventually
+from testworld.setupmanager import SetupManager
+from testworld.sim.kubelet import KubeletSimulator
+from testworld.wait import eventually
 
 pytestmark = pytest.mark.cluster
 

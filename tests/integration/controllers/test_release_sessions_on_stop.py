@@ -20,7 +20,7 @@ from gharc.api.resources import AUTOSCALING_RUNNER_SETS, EPHEMERAL_RUNNER_SETS
 from gharc.api.scaleset import constants as c
 from gharc.kube.client import KubeClient
 from gharc.kube.resources import EVENTS, SECRETS
-from gharc.testing.wait import eventually
+from testworld.wait import eventually
 
 JSON = dict[str, Any]
 

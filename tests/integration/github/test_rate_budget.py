@@ -16,7 +16,7 @@ from gharc.github.errors import RateLimited
 from gharc.github.pool import ClientPool
 from gharc.github.rest import RestClient
 from gharc.github.transport import CONTROLLER_RETRY
-from gharc.sim.github import FakeGitHubServer
+from testworld.sim.github import FakeGitHubServer
 
 REG_TOKEN = "*/actions/runners/registration-token"
 LIST = "*/actions/runners"

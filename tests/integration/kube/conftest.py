@@ -12,7 +12,7 @@ import pytest
 from gharc.kube.client import KubeClient
 from gharc.kube.errors import AlreadyExists
 from gharc.kube.resources import CUSTOM_RESOURCE_DEFINITIONS, Resource
-from gharc.testing import wait
+from testworld import wait
 
 WIDGETS = Resource.custom("test.gharc.dev", "v1", "Widget")
 
@@ -92,6 +92,6 @@ Eventually = Callable[..., Awaitable[None]]
 
 @pytest.fixture
 def eventually() -> Eventually:
-    """``await eventually(lambda: cond, timeout=10)``: :func:`gharc.testing.wait.eventually`
+    """``await eventually(lambda: cond, timeout=10)``: :func:`testworld.wait.eventually`
     with a short interval, as these tests wait on in-process informers, not on a cluster."""
     return functools.partial(wait.eventually, interval=0.02)

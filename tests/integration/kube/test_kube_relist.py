@@ -18,7 +18,7 @@ from gharc.kube.client import KubeClient
 from gharc.kube.informer import EventHandlerFuncs, Informer
 from gharc.kube.reflector import WatchSettings
 from gharc.kube.resources import CONFIG_MAPS, NAMESPACES
-from gharc.testing.controlplane import ControlPlane, running_control_plane
+from testworld.controlplane import ControlPlane, running_control_plane
 
 
 @pytest.fixture(scope="module")

@@ -20,9 +20,9 @@ from gharc.github.pool import ClientPool
 from gharc.kube.cache import Cache
 from gharc.kube.client import KubeClient
 from gharc.kube.controller import Controller
-from gharc.sim.github import DEFAULT_REPO, FakeGitHubServer
-from gharc.testing.setupmanager import SetupManager
-from gharc.testing.wait import eventually
+from testworld.setupmanager import SetupManager
+from testworld.sim.github import DEFAULT_REPO, FakeGitHubServer
+from testworld.wait import eventually
 
 JSON = dict[str, Any]
 

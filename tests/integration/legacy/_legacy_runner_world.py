@@ -33,11 +33,11 @@ from gharc.kube.cache import Cache
 from gharc.kube.client import KubeClient
 from gharc.kube.controller import Controller
 from gharc.kube.resources import PODS
-from gharc.sim.github import DEFAULT_ORG, DEFAULT_TOKEN, FakeGitHubServer
-from gharc.sim.github.state import Runner as FakeRunner
-from gharc.sim.kubelet import ContainerContext, KubeletSimulator
-from gharc.testing.setupmanager import SetupManager
-from gharc.testing.wait import eventually
+from testworld.setupmanager import SetupManager
+from testworld.sim.github import DEFAULT_ORG, DEFAULT_TOKEN, FakeGitHubServer
+from testworld.sim.github.state import Runner as FakeRunner
+from testworld.sim.kubelet import ContainerContext, KubeletSimulator
+from testworld.wait import eventually
 
 JSON = dict[str, Any]
 T = TypeVar("T")

@@ -12,8 +12,8 @@ import pytest
 from _hraworld import HRAWorld, iso, utcnow
 
 from gharc.kube.client import KubeClient
-from gharc.sim.github import DEFAULT_REPO, FakeGitHubServer
-from gharc.testing.wait import eventually
+from testworld.sim.github import DEFAULT_REPO, FakeGitHubServer
+from testworld.wait import eventually
 
 pytestmark = pytest.mark.cluster
 

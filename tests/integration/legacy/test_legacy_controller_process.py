@@ -23,10 +23,10 @@ from gharc.api.resources import HORIZONTAL_RUNNER_AUTOSCALERS, RUNNER_DEPLOYMENT
 from gharc.controllers.main import parse_args, run_controller
 from gharc.kube.client import KubeClient
 from gharc.kube.resources import PODS
-from gharc.sim.github import DEFAULT_ORG, DEFAULT_REPO, FakeGitHubServer
-from gharc.sim.kubelet import KubeletSimulator
-from gharc.sim.programs import LegacyRunnerProgram, legacy_programs
-from gharc.testing.wait import eventually
+from testworld.sim.github import DEFAULT_ORG, DEFAULT_REPO, FakeGitHubServer
+from testworld.sim.kubelet import KubeletSimulator
+from testworld.sim.programs import LegacyRunnerProgram, legacy_programs
+from testworld.wait import eventually
 
 pytestmark = pytest.mark.cluster
 JSON = dict[str, Any]

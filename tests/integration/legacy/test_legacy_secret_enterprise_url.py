@@ -14,7 +14,7 @@ from gharc.controllers.legacy.githubclients import LegacyGitHub, RunnerScope
 from gharc.github.pool import ClientPool
 from gharc.kube.client import KubeClient
 from gharc.kube.resources import SECRETS
-from gharc.sim.github import DEFAULT_ORG, DEFAULT_TOKEN, FakeGitHubServer
+from testworld.sim.github import DEFAULT_ORG, DEFAULT_TOKEN, FakeGitHubServer
 
 pytestmark = pytest.mark.cluster
 

@@ -9,7 +9,7 @@ from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from gharc.api.legacy import constants as c
-from gharc.testing import legacy
+from testworld import legacy
 
 pytestmark = pytest.mark.cluster
 

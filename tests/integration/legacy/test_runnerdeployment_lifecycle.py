@@ -13,7 +13,7 @@ from _legacy_runner_world import World, until, world_fixture
 from gharc.api.legacy import constants as c
 from gharc.api.resources import RUNNER_DEPLOYMENTS, RUNNERS
 from gharc.kube.resources import PODS, SECRETS
-from gharc.sim.github import DEFAULT_ORG
+from testworld.sim.github import DEFAULT_ORG
 
 pytestmark = pytest.mark.cluster
 

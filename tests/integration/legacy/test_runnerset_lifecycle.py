@@ -21,8 +21,8 @@ from gharc.api.legacy import constants as c
 from gharc.api.resources import RUNNER_SETS
 from gharc.controllers.legacy.runnerset import PERSISTENT_VOLUME_CLAIMS, STATEFUL_SETS
 from gharc.kube.resources import PODS, SECRETS
-from gharc.sim.github import DEFAULT_REPO
-from gharc.testing import legacy
+from testworld import legacy
+from testworld.sim.github import DEFAULT_REPO
 
 pytestmark = pytest.mark.cluster
 

@@ -29,7 +29,7 @@ from gharc.kube import errors
 from gharc.kube.objects import deleting_since, format_time, has_finalizer
 from gharc.kube.reconcile import Request
 from gharc.kube.resources import PODS
-from gharc.sim.github import DEFAULT_ORG
+from testworld.sim.github import DEFAULT_ORG
 
 pytestmark = pytest.mark.cluster
 

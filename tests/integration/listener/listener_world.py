@@ -29,10 +29,10 @@ from gharc.api.scaleset.constants import (
 from gharc.kube.config import new_api_client
 from gharc.listener.app import Listener, build_actions_client
 from gharc.listener.config import ListenerConfig, load_config
-from gharc.listener.kube import KubePatcher
 from gharc.listener.metrics import ListenerMetrics, MetricsServer
-from gharc.sim.github import DEFAULT_ORG, DEFAULT_REPO, FakeGitHubServer
-from gharc.sim.github.state import Runner, ScaleSet, Tenant
+from gharc.listener.runnerset_writes import KubePatcher
+from testworld.sim.github import DEFAULT_ORG, DEFAULT_REPO, FakeGitHubServer
+from testworld.sim.github.state import Runner, ScaleSet, Tenant
 
 SET_NAME = "lst-set"
 ERS_NAME = "lst-set-ers"

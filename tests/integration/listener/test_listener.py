@@ -12,7 +12,7 @@ from listener_world import World, in_process, spawn
 from prometheus_client.parser import text_string_to_metric_families
 
 from gharc.listener.app import EXIT_FATAL, run
-from gharc.testing.wait import eventually
+from testworld.wait import eventually
 
 pytestmark = pytest.mark.cluster
 
@@ -227,7 +227,7 @@ async def test_metrics_served_by_the_process(world: World, unused_port: int) -> 
 
 async def _run_with_patcher(world: World, cfg: Any) -> int:
     from gharc.kube.config import new_api_client
-    from gharc.listener.kube import KubePatcher
+    from gharc.listener.runnerset_writes import KubePatcher
 
     patcher = KubePatcher(
         await new_api_client(kubeconfig=world.kubeconfig), world.namespace, "lst-set-ers"

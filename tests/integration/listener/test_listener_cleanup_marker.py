@@ -14,7 +14,7 @@ from listener_world import ERS_NAME, World, in_process
 
 from gharc.api.scaleset.constants import GROUP, PLURAL_EPHEMERAL_RUNNER_SETS, VERSION
 from gharc.github.models import RunnerScaleSetStatistic
-from gharc.testing.wait import eventually
+from testworld.wait import eventually
 
 pytestmark = pytest.mark.cluster
 

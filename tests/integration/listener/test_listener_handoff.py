@@ -24,10 +24,10 @@ from gharc.kube.client import KubeClient
 from gharc.kube.config import new_api_client
 from gharc.listener.app import Listener, build_actions_client
 from gharc.listener.host import ListenerHost
-from gharc.listener.kube import KubePatcher
 from gharc.listener.metrics import ListenerMetrics
-from gharc.sim.github import DEFAULT_ORG
-from gharc.testing.wait import eventually
+from gharc.listener.runnerset_writes import KubePatcher
+from testworld.sim.github import DEFAULT_ORG
+from testworld.wait import eventually
 
 pytestmark = pytest.mark.cluster
 

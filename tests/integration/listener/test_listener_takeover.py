@@ -19,8 +19,8 @@ from listener_world import ERS_NAME, World, in_process, spawn
 from gharc.api.scaleset.constants import ANNOTATION_MESSAGE_SESSION_ID
 from gharc.kube.config import new_api_client
 from gharc.listener.app import Listener, build_actions_client
-from gharc.listener.kube import KubePatcher
-from gharc.testing.wait import eventually
+from gharc.listener.runnerset_writes import KubePatcher
+from testworld.wait import eventually
 
 pytestmark = pytest.mark.cluster
 

@@ -9,8 +9,8 @@ import aiohttp
 import pytest
 from kubernetes_asyncio import client
 
-from gharc.sim.kubelet import ContainerContext, KubeletSimulator
-from gharc.testing.wait import eventually
+from testworld.sim.kubelet import ContainerContext, KubeletSimulator
+from testworld.wait import eventually
 
 
 class ExitAfter:

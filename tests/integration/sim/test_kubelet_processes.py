@@ -18,9 +18,9 @@ from typing import Any
 import pytest
 from kubernetes_asyncio import client
 
-from gharc.sim.kubelet import KubeletSimulator
-from gharc.sim.programs import ListenerProcessProgram
-from gharc.testing.wait import eventually
+from testworld.sim.kubelet import KubeletSimulator
+from testworld.sim.programs import ListenerProcessProgram
+from testworld.wait import eventually
 
 
 def processes_with(marker: str) -> list[int]:

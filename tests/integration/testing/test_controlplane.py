@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 from kubernetes_asyncio import client
 
-from gharc.testing.controlplane import ControlPlane
+from testworld.controlplane import ControlPlane
 
 
 async def test_api_server_reports_the_version_it_was_built_as(api_client: Any) -> None:

@@ -21,8 +21,8 @@ import pytest
 
 from gharc.api.resources import HORIZONTAL_RUNNER_AUTOSCALERS, RUNNER_DEPLOYMENTS
 from gharc.kube.client import KubeClient
-from gharc.testing import legacy, webhook
-from gharc.testing.wait import eventually
+from testworld import legacy, webhook
+from testworld.wait import eventually
 
 pytestmark = pytest.mark.cluster
 SECRET = "kill-9-s3cret"

@@ -12,11 +12,11 @@ from typing import Any
 import pytest
 
 from gharc.kube.client import KubeClient
-from gharc.sim.github import DEFAULT_REPO, FakeGitHubServer
-from gharc.sim.github.webhooks import WebhookDeliverer
-from gharc.testing import webhook
-from gharc.testing.wait import eventually
 from gharc.webhook.main import WebhookArgs
+from testworld import webhook
+from testworld.sim.github import DEFAULT_REPO, FakeGitHubServer
+from testworld.sim.github.webhooks import WebhookDeliverer
+from testworld.wait import eventually
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "legacy"))
 from _hraworld import HRAWorld

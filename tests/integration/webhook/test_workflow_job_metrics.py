@@ -19,9 +19,9 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from gharc.api.resources import HORIZONTAL_RUNNER_AUTOSCALERS, RUNNER_DEPLOYMENTS
 from gharc.kube.client import KubeClient
-from gharc.testing import legacy, webhook
-from gharc.testing.wait import eventually
 from gharc.webhook.main import WebhookArgs, parse_args
+from testworld import legacy, webhook
+from testworld.wait import eventually
 
 pytestmark = pytest.mark.cluster
 SECRET = "metrics-s3cret"

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from gharc.api import crds
-from gharc.testing.arcdata import (
+from testworld.arcdata import (
     ArcDataMissing,
     arc_crds,
     compare_schemas,

@@ -14,7 +14,7 @@ import pytest
 
 from gharc.api import crds
 from gharc.api.descriptions import ROOT_EXEMPT, MissingDescription, apply
-from gharc.testing.arcdata import schema_of, walk_properties
+from testworld.arcdata import schema_of, walk_properties
 
 _POINTER = re.compile(r"^Pod field: see `kubectl explain pod\.([A-Za-z0-9.]+)`\.$")
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from gharc.testing.helm import CONTROLLER_CHART, SCALE_SET_CHART
+from testworld.helm import CONTROLLER_CHART, SCALE_SET_CHART
 
 GOLDEN = Path(__file__).parent / "golden"
 

@@ -18,8 +18,8 @@ from typing import Any
 import pytest
 import yaml
 
-from gharc.testing.arcdata import ArcDataMissing, arc_data_dir, values_files
-from gharc.testing.helm import CONTROLLER_CHART, LEGACY_CHART, ROOT, SCALE_SET_CHART, Helm
+from testworld.arcdata import ArcDataMissing, arc_data_dir, values_files
+from testworld.helm import CONTROLLER_CHART, LEGACY_CHART, ROOT, SCALE_SET_CHART, Helm
 
 pytestmark = pytest.mark.timeout(900)  # the first run may build helm
 

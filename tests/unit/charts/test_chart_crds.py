@@ -10,7 +10,7 @@ import subprocess
 import sys
 
 from gharc.api import crds
-from gharc.testing.helm import CONTROLLER_CHART
+from testworld.helm import CONTROLLER_CHART
 
 CHART_CRDS = CONTROLLER_CHART / "crds"
 

@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from gharc.api import crds
-from gharc.testing.helm import CHARTS, ROOT
+from testworld.helm import CHARTS, ROOT
 
 DOC = (ROOT / "docs" / "configuration.md").read_text(encoding="utf-8")
 

@@ -16,7 +16,7 @@ import os
 import pytest
 from cases import CASES, GOLDEN
 
-from gharc.testing.helm import Helm
+from testworld.helm import Helm
 
 pytestmark = pytest.mark.timeout(900)  # the first run may build helm
 

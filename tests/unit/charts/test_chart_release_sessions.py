@@ -13,7 +13,7 @@ from test_chart_render import manager, render
 
 from gharc.api.scaleset import constants as c
 from gharc.controllers.main import parse_args
-from gharc.testing.helm import Helm
+from testworld.helm import Helm
 
 pytestmark = pytest.mark.timeout(900)  # the first run may build helm
 

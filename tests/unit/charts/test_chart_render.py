@@ -12,7 +12,7 @@ import pytest
 from cases import CASES, CONTROLLER_SA
 
 from gharc.api.scaleset import constants as c
-from gharc.testing.helm import CONTROLLER_CHART, SCALE_SET_CHART, Helm
+from testworld.helm import CONTROLLER_CHART, SCALE_SET_CHART, Helm
 
 pytestmark = pytest.mark.timeout(900)  # the first run may build helm
 

@@ -13,7 +13,7 @@ from gharc.api.scaleset import constants as c
 from gharc.controllers.main import ControllerArgs, parse_args
 from gharc.controllers.settings import ControllerSettings
 from gharc.settings.declare import Declared, declared
-from gharc.testing.helm import Helm
+from testworld.helm import Helm
 
 pytestmark = pytest.mark.timeout(900)  # the first run may build helm
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from gharc.testing.helm import CONTROLLER_CHART, ROOT
+from testworld.helm import CONTROLLER_CHART, ROOT
 
 DOCKERFILE = (ROOT / "Dockerfile").read_text(encoding="utf-8")
 
@@ -33,20 +33,16 @@ def test_base_image_is_pinned_python_311_slim() -> None:
 
 
 def test_the_default_target_leaves_the_test_world_out() -> None:
-    """``docker build .`` gives the product: the fake GitHub, simulators, test world, demo
-    and benchmarks are removed from what the last stage copies; the ``sim`` stage keeps
-    them for the test world's runner image."""
+    """``docker build .`` gives the product: the package it installs has no test world in
+    it, and only the ``sim`` stage (the test world's runner image) adds ``testworld``."""
     last = DOCKERFILE[DOCKERFILE.rindex("\nFROM ") :]
-    assert "COPY --from=build /opt/product /opt/gharc" in last
-    pruned = re.search(r"rm -rf ([^\n]+)", DOCKERFILE)
-    assert pruned
-    removed = set(pruned.group(1).split())
-    package = ROOT / "gharc"
-    test_world = {"sim", "testing"} | {
-        p.name for p in package.glob("*.py") if p.stem.startswith(("demo", "bench"))
-    }
-    assert test_world <= removed, test_world - removed
-    # ... and nothing the product runs imports them at start-up.
+    assert "COPY --from=build /opt/gharc /opt/gharc" in last
+    assert "testworld" not in last
+    sim = DOCKERFILE[DOCKERFILE.index(" AS sim\n") : DOCKERFILE.rindex("\nFROM ")]
+    assert "COPY testworld " in sim
+    assert not (ROOT / "gharc" / "sim").exists() and not (ROOT / "gharc" / "testing").exists()
+    assert not list((ROOT / "gharc").glob("demo*.py")) + list((ROOT / "gharc").glob("bench*.py"))
+    # ... and nothing the product runs imports the test world at start-up.
     probe = (
         "import importlib, pkgutil, sys\n"
         "import gharc.cli\n"
@@ -54,14 +50,13 @@ def test_the_default_target_leaves_the_test_world_out() -> None:
         "    root = importlib.import_module('gharc.' + pkg)\n"
         "    for m in pkgutil.walk_packages(root.__path__, root.__name__ + '.'):\n"
         "        importlib.import_module(m.name)\n"
-        "print([m for m in sys.modules if m.startswith(('gharc.sim', 'gharc.testing', "
-        "'gharc.demo', 'gharc.bench'))])"
+        "print([m for m in sys.modules if m.split('.')[0] == 'testworld'])"
     )
     out = subprocess.run(
         [sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=60
     )
     assert out.stdout.strip() == "[]"
-    assert "--target=sim" in (package / "testing" / "realnode_image.py").read_text()
+    assert "--target=sim" in (ROOT / "testworld" / "realnode_image.py").read_text()
 
 
 def test_runs_as_the_non_root_user_the_chart_expects() -> None:
@@ -81,6 +76,7 @@ def test_only_the_package_is_copied() -> None:
         "pyproject.toml",
         "README.md",
         "gharc",
+        "testworld",
         "requirements.lock",
         "scripts/sbom.py",
     }

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from gharc.testing import helm as helm_mod
+from testworld import helm as helm_mod
 
 
 def test_a_bad_gharc_helm_is_reported(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

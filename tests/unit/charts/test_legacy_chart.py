@@ -18,8 +18,8 @@ import pytest
 import yaml
 
 from gharc.api import crds
-from gharc.testing.arcdata import ArcDataMissing, arc_data_dir
-from gharc.testing.helm import LEGACY_CHART, ROOT, Helm
+from testworld.arcdata import ArcDataMissing, arc_data_dir
+from testworld.helm import LEGACY_CHART, ROOT, Helm
 
 pytestmark = pytest.mark.timeout(900)  # the first run may build helm
 

@@ -19,7 +19,7 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
-from gharc.testing.helm import ROOT
+from testworld.helm import ROOT
 
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
 RUNTIME = [Requirement(r) for r in PYPROJECT["project"]["dependencies"]]

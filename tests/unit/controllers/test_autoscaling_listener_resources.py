@@ -10,8 +10,8 @@ import pytest
 
 from gharc.api.scaleset import constants as c
 from gharc.controllers.scaleset import listenerresources as lr
-from gharc.controllers.scaleset.autoscalinglistener import backoff_for
-from gharc.controllers.scaleset.options import LISTENER_FAILURE_BACKOFF, ScaleSetOptions
+from gharc.controllers.scaleset.options import ScaleSetOptions
+from gharc.listener.restart_ladder import LISTENER_RESTART_LADDER, restart_delay
 
 OPTIONS = ScaleSetOptions(controller_namespace="arc-systems", listener_image="gharc:1")
 
@@ -215,8 +215,8 @@ def test_unrestricted_template_merges_listener_container_and_appends_sidecars() 
 
 
 def test_backoff_ladder_is_capped() -> None:
-    ladder = LISTENER_FAILURE_BACKOFF
-    assert [backoff_for(n, ladder) for n in range(9)] == [
+    ladder = LISTENER_RESTART_LADDER
+    assert [restart_delay(n, ladder) for n in range(9)] == [
         0.0,
         5.0,
         10.0,

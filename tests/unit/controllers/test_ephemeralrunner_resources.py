@@ -6,9 +6,9 @@ from typing import Any
 
 from gharc.api.scaleset import constants as c
 from gharc.controllers.scaleset import runnerresources as rr
-from gharc.controllers.scaleset.ephemeralrunner import judge_pod, pod_ready
 from gharc.controllers.scaleset.ephemeralrunnerset import Buckets
 from gharc.controllers.scaleset.labels import filter_and_merge_labels, merge_annotations
+from gharc.controllers.scaleset.pod_verdicts import judge_pod, pod_ready
 from gharc.kube.expectations import Expectations
 
 ERS: dict[str, Any] = {

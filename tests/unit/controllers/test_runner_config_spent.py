@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from gharc.controllers.scaleset.ephemeralrunner import pod_was_running, runner_started
+from gharc.controllers.scaleset.pod_verdicts import pod_was_running, runner_started
 
 
 def _er(phase: str = "", ready: bool = False) -> dict[str, Any]:

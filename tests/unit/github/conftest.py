@@ -11,7 +11,7 @@ from prometheus_client import CollectorRegistry
 from gharc.github import ActionsClient, GitHubMetrics, PersonalAccessToken
 from gharc.github.auth import Credentials
 from gharc.github.config import parse_config_url
-from gharc.sim.github import FakeGitHubServer
+from testworld.sim.github import FakeGitHubServer
 
 
 @pytest.fixture

@@ -20,8 +20,8 @@ from gharc.github.models import (
     RunnerScaleSetSession,
     RunnerSetting,
 )
-from gharc.sim.github import DEFAULT_REPO, FakeGitHubServer
-from gharc.testing.wait import eventually
+from testworld.sim.github import DEFAULT_REPO, FakeGitHubServer
+from testworld.wait import eventually
 
 SS = "*/runnerscalesets/{scale_set_id}"
 

@@ -18,7 +18,7 @@ from gharc.github.auth import (
     credentials_from_secret_data,
 )
 from gharc.github.errors import Unauthorized
-from gharc.sim.github import FakeGitHubServer
+from testworld.sim.github import FakeGitHubServer
 
 
 def _pem() -> tuple[str, str]:

@@ -12,7 +12,7 @@ from gharc.github import GitHubMetrics, PersonalAccessToken, RestClient, RetryPo
 from gharc.github import errors as e
 from gharc.github.config import parse_config_url
 from gharc.github.transport import make_http_client, ssl_context
-from gharc.sim.github import DEFAULT_REPO, FakeGitHubServer
+from testworld.sim.github import DEFAULT_REPO, FakeGitHubServer
 
 RUNNERS = "/api/v3/orgs/{org}/actions/runners"
 

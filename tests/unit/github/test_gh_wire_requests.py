@@ -11,7 +11,7 @@ from gh_helpers import FAST_RETRY
 from gharc.github import ActionsClient, PersonalAccessToken
 from gharc.github.config import parse_config_url
 from gharc.github.models import Label, RunnerScaleSet, RunnerSetting
-from gharc.sim.github import DEFAULT_REPO, FakeGitHubServer
+from testworld.sim.github import DEFAULT_REPO, FakeGitHubServer
 
 
 async def test_queue_url_query_is_kept_on_get_and_delete(

@@ -139,7 +139,7 @@ ONE_HOME = {
     # "being deleted" and since when: gharc.kube.objects.is_deleting, deleting_since
     r'get\("deletionTimestamp"\)': {
         "kube/objects.py": "the home",
-        "sim/kubelet.py": "why: gharc.sim imports only gharc.api",
+        "sim/kubelet.py": "why: testworld.sim imports only gharc.api",
     },
     # the GitHub web host from an API or Enterprise URL: gharc.github.config.server_url
     r'(len|removesuffix)\("/api/v3"\)': {

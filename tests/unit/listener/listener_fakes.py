@@ -13,8 +13,8 @@ from gharc.github.errors import MessageQueueTokenExpired, SessionConflict
 from gharc.github.models import RunnerScaleSetMessage, RunnerScaleSetSession
 from gharc.listener.app import Listener
 from gharc.listener.config import ListenerConfig
-from gharc.listener.kube import RunnerNotFound
-from gharc.testing.wait import eventually
+from gharc.listener.runnerset_writes import RunnerNotFound
+from testworld.wait import eventually
 
 Item = RunnerScaleSetMessage | BaseException | None
 

@@ -16,7 +16,7 @@ from listener_fakes import FakeActions, FakePatcher, config, job, message
 from gharc.listener.app import Listener
 from gharc.listener.capacity import CapacityPolicy, ScheduleError
 from gharc.listener.config import ConfigError
-from gharc.testing.wait import eventually
+from testworld.wait import eventually
 
 UTC = dt.UTC
 DAYTIME_BERLIN = {

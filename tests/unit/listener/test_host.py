@@ -17,7 +17,7 @@ from gharc.github.errors import Unauthorized
 from gharc.listener.config import MetricsConfig
 from gharc.listener.host import PHASE_BACKOFF, PHASE_RUNNING, ListenerHost
 from gharc.listener.metrics import ListenerMetrics, default_metrics_config
-from gharc.testing.wait import eventually
+from testworld.wait import eventually
 
 pytestmark = pytest.mark.looptime
 

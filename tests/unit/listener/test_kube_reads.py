@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from gharc.api.scaleset.views import EphemeralRunnerSetView
-from gharc.listener.kube import KubePatcher, marker_of
+from gharc.listener.runnerset_writes import KubePatcher, marker_of
 
 
 def _runner_set(spec: dict[str, Any], status: dict[str, Any]) -> dict[str, Any]:

@@ -19,8 +19,8 @@ from gharc.github.errors import (
     Unauthorized,
 )
 from gharc.listener.app import Listener
-from gharc.listener.kube import KubePatchError
 from gharc.listener.metrics import ListenerMetrics
+from gharc.listener.runnerset_writes import KubePatchError
 from gharc.listener.session import FatalError
 
 pytestmark = pytest.mark.looptime

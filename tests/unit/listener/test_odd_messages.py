@@ -21,8 +21,8 @@ from prometheus_client import CollectorRegistry
 from gharc.github.errors import ServerError
 from gharc.github.models import RunnerScaleSet, RunnerScaleSetMessage
 from gharc.listener.app import Listener
-from gharc.listener.kube import KubePatchError
 from gharc.listener.metrics import ListenerMetrics
+from gharc.listener.runnerset_writes import KubePatchError
 from gharc.listener.session import is_transient
 
 pytestmark = pytest.mark.looptime

@@ -14,7 +14,7 @@ from listener_fakes import FakeActions, FakePatcher, config
 
 from gharc.listener.app import Listener
 from gharc.listener.scaler import MAX_PATCH_SEQ, Scaler
-from gharc.testing.wait import eventually
+from testworld.wait import eventually
 
 pytestmark = pytest.mark.looptime
 

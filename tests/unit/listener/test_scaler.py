@@ -26,7 +26,7 @@ def test_desired_count(min_runners: int, max_runners: int, assigned: int, expect
 def test_first_patch_has_id_zero_then_ids_increase_with_work() -> None:
     scaler = Scaler(0, 10)
     first = publish(scaler, 0)
-    assert first is not None and first.body() == {"spec": {"replicas": 0, "patchID": 0}}
+    assert first is not None and (first.replicas, first.patch_id) == (0, 0)
     assert publish(scaler, 3) == Patch(3, 1, 1)
     scaler.mark_dirty()
     assert publish(scaler, 3) == Patch(3, 2, 2)

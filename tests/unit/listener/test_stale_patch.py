@@ -11,7 +11,7 @@ from listener_fakes import FakeActions, FakePatcher, config
 
 from gharc.github.models import RunnerScaleSetStatistic
 from gharc.listener.app import STALE_PATCH_ATTEMPTS, Listener
-from gharc.listener.kube import StaleStatistics
+from gharc.listener.runnerset_writes import StaleStatistics
 
 pytestmark = pytest.mark.looptime
 

@@ -20,10 +20,10 @@ import pytest
 
 from gharc.controllers import main as controller_main
 from gharc.controllers.settings import IGNORED_ARC_FLAGS, ControllerSettings
-from gharc.settings import doc
 from gharc.settings.declare import declared, options_fields
 from gharc.webhook import main as webhook_main
 from gharc.webhook.settings import WebhookSettings
+from testworld import flagdocs as doc
 
 
 @dataclasses.dataclass(frozen=True)
@@ -194,7 +194,7 @@ def test_scaleset_options_take_every_option_field_a_setting_names() -> None:
 
 def test_the_flag_tables_in_the_docs_are_generated_from_the_declarations() -> None:
     text = doc.DOC.read_text(encoding="utf-8")
-    assert doc.render(text) == text, "run: python -m gharc.settings.doc"
+    assert doc.render(text) == text, "run: python -m testworld.flagdocs"
     for name in doc.processes():
         assert f"<!-- flags: {name} -->" in text, name
 

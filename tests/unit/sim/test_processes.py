@@ -12,14 +12,14 @@ from pathlib import Path
 
 import pytest
 
-from gharc.sim.processes import child_options, kill_group
-from gharc.testing.wait import eventually
+from testworld.sim.processes import child_options, kill_group
+from testworld.wait import eventually
 
 linux_only = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="prctl is Linux")
 
 PARENT = """
 import subprocess, sys, time
-from gharc.sim.processes import child_options
+from testworld.sim.processes import child_options
 child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"], **child_options())
 print(child.pid, flush=True)
 time.sleep(600)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from gharc.sim.report import JobTimes, Report, Sample, github_calls, percentile
+from testworld.sim.report import JobTimes, Report, Sample, github_calls, percentile
 
 
 def test_percentile_uses_nearest_rank() -> None:

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import asyncio
 
-from gharc.sim.github import FakeGitHubServer
-from gharc.sim.kubelet import ContainerContext
-from gharc.sim.programs import RunnerProgram
-from gharc.testing.wait import eventually
+from testworld.sim.github import FakeGitHubServer
+from testworld.sim.kubelet import ContainerContext
+from testworld.sim.programs import RunnerProgram
+from testworld.wait import eventually
 
 #: The fake's runner routes, as counted by ``gh.calls``: waits are on these, not on sleeps.
 CONNECT = "/_runner/connect"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from gharc.sim.workload import Burst, Workload
+from testworld.sim.workload import Burst, Workload
 
 
 def test_bursts_arrive_together_and_trickle_spreads_out() -> None:

@@ -7,12 +7,12 @@ from __future__ import annotations
 from types import SimpleNamespace
 from typing import Any
 
-from gharc.testing.chaos.cases import _registrations_lost_with
-from gharc.testing.chaos.report import CaseResult, problems
+from testworld.chaos.cases import _registrations_lost_with
+from testworld.chaos.report import CaseResult, problems
 
 
 def _world(issued: list[tuple[str, int, float]]) -> Any:
-    from gharc.testing.world import World
+    from testworld.world import World
 
     world = SimpleNamespace(github=SimpleNamespace(state=SimpleNamespace(jit_issued=issued)))
     world.registrations_by_runner = lambda: World.registrations_by_runner(world)  # type: ignore[arg-type]

@@ -7,8 +7,8 @@ from __future__ import annotations
 from types import SimpleNamespace
 from typing import Any, cast
 
-from gharc.sim.github.state import FakeGitHubState
-from gharc.testing.realnode_demo import unfinished_jobs
+from testworld.realnode_demo import unfinished_jobs
+from testworld.sim.github.state import FakeGitHubState
 
 REPO = "octo-org/octo-repo"
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from gharc.sim.github import FakeGitHubState
-from gharc.sim.github.webhooks import workflow_job_payload
 from gharc.webhook.main import UsageError, parse_args, server_url
+from testworld.sim.github import FakeGitHubState
+from testworld.sim.github.webhooks import workflow_job_payload
 
 ENV = {"GITHUB_WEBHOOK_SECRET_TOKEN": "s"}
 

@@ -16,12 +16,12 @@ import aiohttp
 import pytest
 from prometheus_client import CollectorRegistry
 
-from gharc.testing.wait import eventually
 from gharc.webhook.app import WebhookServer
 from gharc.webhook.body import BodyLimits
 from gharc.webhook.lookup import TargetLookup
 from gharc.webhook.server import NO_TARGET, WebhookMetrics
 from gharc.webhook.signature import sign
+from testworld.wait import eventually
 
 sys.path.insert(0, str(Path(__file__).parent))
 from _memkube import MemoryKube, world

@@ -8,7 +8,7 @@ import httpx
 import pytest
 from sim_helpers import Raw
 
-from gharc.sim.github import FakeGitHubServer
+from testworld.sim.github import FakeGitHubServer
 
 
 @pytest.fixture

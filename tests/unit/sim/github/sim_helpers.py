@@ -7,7 +7,7 @@ from typing import Any
 
 import httpx
 
-from gharc.sim.github import FakeGitHubServer
+from testworld.sim.github import FakeGitHubServer
 
 API = "api-version=6.0-preview"
 

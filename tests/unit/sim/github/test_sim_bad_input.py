@@ -9,7 +9,7 @@ import pytest
 from aiohttp import web
 from sim_helpers import Raw
 
-from gharc.sim.github import FakeGitHubServer
+from testworld.sim.github import FakeGitHubServer
 
 
 @pytest.fixture(autouse=True)

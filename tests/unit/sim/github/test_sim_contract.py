@@ -8,7 +8,7 @@ import json
 import httpx
 from sim_helpers import Raw
 
-from gharc.sim.github import DEFAULT_REPO, FakeGitHubServer
+from testworld.sim.github import DEFAULT_REPO, FakeGitHubServer
 
 STATS = {
     "totalAvailableJobs",

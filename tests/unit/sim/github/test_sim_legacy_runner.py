@@ -8,8 +8,8 @@ from typing import Any
 
 import httpx
 
-from gharc.sim.github import FakeGitHubServer
-from gharc.testing.wait import eventually
+from testworld.sim.github import FakeGitHubServer
+from testworld.wait import eventually
 
 
 async def _registration_token(gh: FakeGitHubServer, http: httpx.AsyncClient, scope: str) -> str:

@@ -10,7 +10,7 @@ import httpx
 import pytest
 from sim_helpers import Raw
 
-from gharc.sim.github import DEFAULT_REPO, FakeGitHubServer
+from testworld.sim.github import DEFAULT_REPO, FakeGitHubServer
 
 
 def _jobs(msg: httpx.Response) -> list[dict[str, Any]]:
@@ -202,7 +202,7 @@ async def test_time_limited_fault(gh: FakeGitHubServer, http: httpx.AsyncClient)
 def test_cli_help() -> None:
     from typer.testing import CliRunner
 
-    from gharc.cli import app
+    from testworld.cli import app
 
     result = CliRunner().invoke(app, ["sim", "github", "--help"])
     assert result.exit_code == 0 and "--port" in result.output

@@ -13,7 +13,7 @@ from typing import Any
 
 from sim_helpers import Raw
 
-from gharc.sim.github import DEFAULT_REPO, FakeGitHubServer
+from testworld.sim.github import DEFAULT_REPO, FakeGitHubServer
 
 NAMESPACE = "GitHub.Actions.Runtime.WebApi"
 

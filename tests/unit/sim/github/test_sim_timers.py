@@ -13,8 +13,8 @@ from typing import Any
 import httpx
 from sim_helpers import Raw
 
-from gharc.sim.github import DEFAULT_REPO, FakeGitHubServer
-from gharc.sim.github.state import RUNNER_LOST_TIMEOUT, SESSION_IDLE_TIMEOUT, Job, Runner
+from testworld.sim.github import DEFAULT_REPO, FakeGitHubServer
+from testworld.sim.github.state import RUNNER_LOST_TIMEOUT, SESSION_IDLE_TIMEOUT, Job, Runner
 
 
 def _jobs(resp: httpx.Response) -> list[dict[str, Any]]:

@@ -1,0 +1,5 @@
+"""``python -m testworld``: see :mod:`testworld.cli`."""
+
+from testworld.cli import main
+
+main()

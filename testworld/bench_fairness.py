@@ -1,0 +1,149 @@
+"""``python -m testworld bench --suite fairness``: one tenant's burst against another
+tenant's trickle.
+
+One controller (in-process listeners), two scale sets in two namespaces. The *trickle* set
+gets a job every ``1 / rate`` seconds; its pickup (queued -> started at the fake GitHub)
+is measured twice: alone (quiet), then while the *burst* set receives ``burst`` jobs at
+once with ``maxRunners`` as large (400 runners created together). The issue's bar: the
+trickle's pickup p99 during the burst within 2x of its quiet value.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from testworld.sim.report import percentile
+
+log = logging.getLogger("testworld.bench")
+
+
+@dataclass
+class FairnessOptions:
+    burst: int = 400
+    trickle_jobs: int = 30
+    rate: float = 1.0
+    """Trickle jobs a second."""
+    job_seconds: float = 1.0
+    poll_timeout: float = 20.0
+    timeout: float = 600.0
+    out: Path | None = None
+
+
+@dataclass
+class Phase:
+    name: str
+    pickups: list[float]
+    stages: dict[str, dict[str, float]] = field(default_factory=dict)
+    """Where the trickle's pickup went (the whole-system bench's breakdown): the stages up to
+    "ER created->pod created" are the controller's, the later ones the kubelet simulator's
+    and the runner's (the harness)."""
+
+    @property
+    def p50(self) -> float:
+        return percentile(self.pickups, 50) if self.pickups else float("nan")
+
+    @property
+    def p99(self) -> float:
+        return percentile(self.pickups, 99) if self.pickups else float("nan")
+
+
+async def _completed(world: Any, jobs: list[Any], timeout: float) -> None:
+    from testworld.worlds import wait_until
+
+    with contextlib.suppress(AssertionError, TimeoutError):
+        await wait_until(
+            lambda: all(j.status == "completed" for j in jobs), timeout, "jobs", world=world
+        )
+
+
+async def _trickle(world: Any, opts: FairnessOptions, name: str, timeline: Any) -> Phase:
+    """``trickle_jobs`` jobs on the trickle set; their pickups once all completed."""
+    from testworld.bench import Bench, BenchOptions
+
+    gh = world.github
+    jobs = []
+    for _ in range(opts.trickle_jobs):
+        jobs.append(gh.enqueue_job("octo-org/trickle", ["trickle"], duration=opts.job_seconds))
+        await asyncio.sleep(1 / opts.rate)
+    await _completed(world, jobs, opts.timeout)
+    breakdown = Bench(BenchOptions(progress=False))
+    breakdown.timeline = timeline
+    return Phase(
+        name,
+        [j.start_time - j.queue_time for j in jobs if j.start_time is not None],
+        breakdown._breakdown({j.request_id: j for j in jobs}),
+    )
+
+
+async def run_fairness(opts: FairnessOptions) -> list[Phase]:
+    from gharc.api import crds
+    from testworld.controlplane import ControlPlane
+    from testworld.sim.github import FakeGitHubServer
+    from testworld.sim.programs import RunnerProgram
+    from testworld.world import World
+
+    log_dir = opts.out or Path(f"/tmp/gharc-bench-fairness-{os.getpid()}")
+    async with (
+        ControlPlane(crds=crds.load("scaleset")) as cp,
+        FakeGitHubServer(poll_timeout=opts.poll_timeout) as gh,
+        World(
+            cp.kubeconfig_path,
+            gh,
+            log_dir=log_dir,
+            runner=RunnerProgram(poll_seconds=30),
+            controller_namespace="gharc-bench-system",
+        ) as world,
+    ):
+        await world.apply_scale_set("team-trickle", "trickle", max_runners=10)
+        await world.apply_scale_set("team-burst", "burst", max_runners=opts.burst)
+        for name in ("trickle", "burst"):
+            await world.wait_for_listener(name, timeout=120)
+        from testworld.bench import Timeline, _watch
+
+        timeline, stop = Timeline(), asyncio.Event()
+        watches = [
+            asyncio.create_task(_watch(world.api, timeline, kind, stop))
+            for kind in ("ephemeralrunnersets", "ephemeralrunners", "pods")
+        ]
+        print("quiet: the trickle alone", flush=True)
+        quiet = await _trickle(world, opts, "quiet", timeline)
+        print(f"burst: {opts.burst} jobs at once on the other tenant's set", flush=True)
+        burst_jobs = [
+            gh.enqueue_job("octo-org/burst", ["burst"], duration=opts.job_seconds)
+            for _ in range(opts.burst)
+        ]
+        during = await _trickle(world, opts, "during burst", timeline)
+        await _completed(world, burst_jobs, opts.timeout)
+        stop.set()
+        for task in watches:
+            task.cancel()
+        await asyncio.gather(*watches, return_exceptions=True)
+        done = sum(j.status == "completed" for j in burst_jobs)
+        print(f"burst jobs completed: {done}/{opts.burst}", flush=True)
+    return [quiet, during]
+
+
+def run(opts: FairnessOptions) -> int:
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    print(
+        f"bench --suite fairness: burst {opts.burst}, trickle {opts.trickle_jobs} jobs at "
+        f"{opts.rate}/s; load {os.getloadavg()[0]:.2f}",
+        flush=True,
+    )
+    quiet, during = asyncio.run(run_fairness(opts))
+    print(f"{'phase':<14} {'jobs':>5} {'p50 s':>7} {'p99 s':>7}")
+    for phase in (quiet, during):
+        print(f"{phase.name:<14} {len(phase.pickups):>5} {phase.p50:7.3f} {phase.p99:7.3f}")
+    for phase in (quiet, during):
+        print(f"{phase.name}: where the trickle's pickup went (p50 / p99 s)")
+        for stage, numbers in phase.stages.items():
+            print(f"  {stage:<30} {numbers['p50']:7.3f} {numbers['p99']:7.3f}")
+    ratio = during.p99 / quiet.p99 if quiet.p99 else float("nan")
+    print(f"trickle pickup p99 during the burst / quiet: {ratio:.2f} (bar: 2.0)")
+    return 0 if len(during.pickups) == len(quiet.pickups) == opts.trickle_jobs else 1

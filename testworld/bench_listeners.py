@@ -1,0 +1,449 @@
+"""``python -m testworld bench --suite listeners``: what a scale set's listener costs,
+in-process or as a pod.
+
+For each listener mode and each number of scale sets N, a fresh world (real kube-apiserver
++ etcd, the fake GitHub, ``gharc controller --listener-mode MODE``, the kubelet simulator)
+gets N scale sets, waits until every listener holds a message session, idles for a warm-up
+and then plays the same fixed workload (``jobs`` jobs, round-robin over the N sets). It
+prints, per (mode, N):
+
+- the controller's RSS after the warm-up idle and its peak (``VmRSS`` / ``VmHWM``);
+- in pod mode, the summed RSS of the listener processes (the kubelet simulator runs each
+  listener pod's ``gharc listener`` as a child process of this one; they are found in
+  /proc by parent pid and command line);
+- RSS per extra scale set, ``(RSS_N - RSS_1) / (N - 1)`` over everything the mode runs;
+- CPU seconds per 1,000 jobs during the workload: the controller's, the listeners' and the
+  sum, plus the CPU burnt while idle (long polls, informers);
+- pickup latency (queued -> started at the fake GitHub), p50 / p99.
+
+Pod mode starts one Python process per scale set; 200 of them do not fit a small machine,
+so pod sizes are a separate list (default 1, 10, 50) and the per-listener numbers are
+extrapolated to the largest in-process size, labelled as such.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from testworld.bench import (
+    Bench,
+    BenchOptions,
+    proc_cpu_seconds,
+    proc_peak_rss_mib,
+    steady_arrivals,
+)
+from testworld.sim.report import job_times, percentile
+
+log = logging.getLogger("testworld.bench")
+
+MODES = ("InProcess", "Pod")
+CONTROLLER_NAMESPACE = "gharc-bench-system"
+
+
+@dataclass
+class ListenerBenchOptions:
+    sizes: tuple[int, ...] = (1, 10, 50, 200)
+    """Scale set counts run in-process."""
+    pod_sizes: tuple[int, ...] = (1, 10, 50)
+    """Scale set counts run in pod mode (one listener process each)."""
+    modes: tuple[str, ...] = MODES
+    jobs: int = 200
+    rate: float = 5.0
+    """Job arrivals per second, over all scale sets."""
+    job_seconds: tuple[float, float] = (0.5, 1.0)
+    max_runners: int = 10
+    idle_seconds: float = 15.0
+    """Warm-up idle after every listener is connected, before the RSS reading."""
+    setup_timeout: float = 300.0
+    """Seconds for every listener of a run to hold a session."""
+    run_timeout: float = 240.0
+    """Seconds for a run's workload to complete."""
+    poll_timeout: float = 50.0
+    seed: int = 42
+    out: Path | None = None
+    progress: bool = True
+
+
+@dataclass
+class RunResult:
+    """One (mode, N) run; RSS in MiB, CPU in seconds."""
+
+    mode: str
+    scale_sets: int
+    setup_seconds: float = 0.0
+    controller_rss_idle: float = 0.0
+    controller_rss_peak: float = 0.0
+    listener_processes: int = 0
+    listener_rss_idle: float = 0.0
+    """Sum of the listener processes' VmRSS after the warm-up (pod mode)."""
+    listener_rss_peak: float = 0.0
+    """Sum of the listener processes' VmHWM at the end (pod mode)."""
+    listener_rss_peak_max: float = 0.0
+    """The largest single listener VmHWM (pod mode)."""
+    controller_cpu_idle: float = 0.0
+    listener_cpu_idle: float = 0.0
+    controller_cpu_run: float = 0.0
+    listener_cpu_run: float = 0.0
+    jobs: int = 0
+    jobs_started: int = 0
+    pickup_p50: float = float("nan")
+    pickup_p99: float = float("nan")
+    idle_seconds: float = 0.0
+    loop_lag_p99: float = float("nan")
+    """The controller's event-loop lag, p99 over the workload (its own histogram)."""
+    loop_lag_max_bucket: float = float("nan")
+    """The upper bound of the bucket the workload's longest lag fell in."""
+    harness_cpu_run: float = 0.0
+    """CPU seconds of this process (fake GitHub, kubelet simulator, job player) in the run."""
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def rss_idle(self) -> float:
+        """Everything the mode runs: the controller, plus the listener processes."""
+        return self.controller_rss_idle + self.listener_rss_idle
+
+    @property
+    def rss_peak(self) -> float:
+        return self.controller_rss_peak + self.listener_rss_peak
+
+    def cpu_per_1000_jobs(self, cpu: float) -> float:
+        return cpu / self.jobs_started * 1000 if self.jobs_started else float("nan")
+
+
+# -- /proc readings -----------------------------------------------------------------------
+def proc_rss_mib(pid: int) -> float:
+    """The process's current resident set (VmRSS) in MiB."""
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def listener_pids(parent: int) -> list[int]:
+    """Children of ``parent`` running ``gharc listener`` (the simulated listener pods)."""
+    pids: list[int] = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+            if ppid != parent:
+                continue
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                argv = f.read().split(b"\0")
+        except (OSError, ValueError, IndexError):
+            continue  # gone, or not ours to read
+        if b"gharc" in argv and b"listener" in argv:
+            pids.append(int(entry))
+    return pids
+
+
+def _cpu(pids: list[int]) -> dict[int, float]:
+    out: dict[int, float] = {}
+    for pid in pids:
+        with contextlib.suppress(OSError):
+            out[pid] = proc_cpu_seconds(pid)
+    return out
+
+
+def _sum_over(pids: list[int], reading: Any) -> tuple[float, float]:
+    """(sum, max) of ``reading(pid)`` over the live ``pids``."""
+    values: list[float] = []
+    for pid in pids:
+        with contextlib.suppress(OSError):
+            values.append(reading(pid))
+    return sum(values), max(values, default=0.0)
+
+
+LOOP_LAG = "gharc_event_loop_lag_seconds"
+
+
+async def scrape_buckets(url: str, histogram: str) -> list[tuple[float, int]]:
+    """A histogram's cumulative buckets on a metrics endpoint, as (upper bound, count)."""
+    from testworld.world import scrape_samples
+
+    samples = await scrape_samples(url, f"{histogram}_bucket")
+    return sorted((float(labels.get("le", "inf")), value) for labels, value in samples)
+
+
+def _bucket_delta(
+    after: list[tuple[float, int]], before: list[tuple[float, int]]
+) -> list[tuple[float, int]]:
+    """Cumulative buckets of what was observed between the two readings."""
+    earlier = dict(before)
+    return [(le, n - earlier.get(le, 0)) for le, n in after]
+
+
+def bucket_quantile(buckets: list[tuple[float, int]], q: float) -> float:
+    """The upper bound of the bucket the ``q`` quantile falls in (Prometheus' buckets can
+    say no more): ``nan`` when nothing was observed."""
+    total = buckets[-1][1] if buckets else 0
+    if not total:
+        return float("nan")
+    for le, n in buckets:
+        if n >= q * total:
+            return le
+    return float("inf")
+
+
+# -- one run ------------------------------------------------------------------------------
+class ListenerRun:
+    def __init__(self, opts: ListenerBenchOptions, mode: str, n: int) -> None:
+        self.opts = opts
+        self.result = RunResult(mode=mode, scale_sets=n)
+
+    def _say(self, text: str) -> None:
+        if self.opts.progress:
+            print(f"[{self.result.mode} N={self.result.scale_sets}] {text}", flush=True)
+
+    async def run(self) -> RunResult:
+        from gharc.api import crds
+        from testworld.controlplane import ControlPlane
+        from testworld.sim.github import FakeGitHubServer
+        from testworld.sim.programs import RunnerProgram
+        from testworld.world import World
+
+        opts, res = self.opts, self.result
+        names = [f"ls-{i:03d}" for i in range(res.scale_sets)]
+        log_dir = (opts.out or Path(f"/tmp/gharc-bench-{os.getpid()}")) / (
+            f"{res.mode.lower()}-{res.scale_sets}"
+        )
+        async with (
+            ControlPlane(crds=crds.load("scaleset")) as cp,
+            FakeGitHubServer(poll_timeout=opts.poll_timeout) as gh,
+            World(
+                cp.kubeconfig_path,
+                gh,
+                log_dir=log_dir,
+                runner=RunnerProgram(poll_seconds=30),
+                controller_args=[f"--listener-mode={res.mode}"],
+                controller_namespace=CONTROLLER_NAMESPACE,
+            ) as world,
+        ):
+            pid = world.controller_pid
+            assert pid is not None
+            t0 = time.monotonic()
+            for name in names:
+                await world.apply_scale_set(name, name, max_runners=opts.max_runners)
+            deadline = t0 + opts.setup_timeout
+            for name in names:
+                await world.wait_for_listener(name, timeout=max(1.0, deadline - time.monotonic()))
+            res.setup_seconds = round(time.monotonic() - t0, 1)
+            self._say(f"{len(names)} listeners connected in {res.setup_seconds} s; idling")
+
+            me = os.getpid()
+            pids = listener_pids(me) if res.mode == "Pod" else []
+            ctl0, lst0 = proc_cpu_seconds(pid), _cpu(pids)
+            idle_began = time.monotonic()
+            await asyncio.sleep(opts.idle_seconds)
+            res.idle_seconds = time.monotonic() - idle_began
+            pids = listener_pids(me) if res.mode == "Pod" else []
+            res.listener_processes = len(pids)
+            res.controller_rss_idle = proc_rss_mib(pid)
+            res.listener_rss_idle = _sum_over(pids, proc_rss_mib)[0]
+            ctl1, lst1 = proc_cpu_seconds(pid), _cpu(pids)
+            res.controller_cpu_idle = ctl1 - ctl0
+            res.listener_cpu_idle = sum(v - lst0.get(p, v) for p, v in lst1.items())
+
+            metrics_url = f"http://127.0.0.1:{world.metrics_port}/metrics"
+            lag_before = await scrape_buckets(metrics_url, LOOP_LAG)
+            harness0 = proc_cpu_seconds(me)
+            await self._play(world, names)
+            res.harness_cpu_run = proc_cpu_seconds(me) - harness0
+            lag = _bucket_delta(await scrape_buckets(metrics_url, LOOP_LAG), lag_before)
+            res.loop_lag_p99 = bucket_quantile(lag, 0.99)
+            res.loop_lag_max_bucket = bucket_quantile(lag, 1.0)
+
+            ctl2, lst2 = proc_cpu_seconds(pid), _cpu(pids)
+            res.controller_cpu_run = ctl2 - ctl1
+            res.listener_cpu_run = sum(v - lst1.get(p, v) for p, v in lst2.items())
+            if res.mode == "Pod" and set(listener_pids(me)) != set(pids):
+                res.notes.append("listener processes changed during the run (restarts?)")
+            res.controller_rss_peak = proc_peak_rss_mib(pid)
+            res.listener_rss_peak, res.listener_rss_peak_max = _sum_over(pids, proc_peak_rss_mib)
+            times = job_times(gh.state.jobs)
+            lat = [j.started_at - j.queued_at for j in times.values() if j.started_at is not None]
+            res.jobs, res.jobs_started = len(times), len(lat)
+            res.pickup_p50 = round(percentile(lat, 50), 3)
+            res.pickup_p99 = round(percentile(lat, 99), 3)
+            self._say(
+                f"controller RSS {res.controller_rss_idle:.1f} MiB idle, "
+                f"{res.controller_rss_peak:.1f} peak; listeners {res.listener_rss_idle:.1f} MiB "
+                f"in {res.listener_processes} processes; CPU "
+                f"{res.controller_cpu_run:.1f} + {res.listener_cpu_run:.1f} s for "
+                f"{res.jobs_started} jobs; pickup p50 {res.pickup_p50} p99 {res.pickup_p99} s"
+            )
+        return res
+
+    async def _play(self, world: Any, names: list[str]) -> None:
+        """The fixed workload, through the whole-system bench's job player."""
+        opts = self.opts
+        player = Bench(BenchOptions(timeout=opts.run_timeout, progress=opts.progress))
+        arrivals = steady_arrivals(opts.jobs, opts.rate, opts.job_seconds, opts.seed)
+        await player._play(world, names, arrivals)
+
+
+# -- the suite ----------------------------------------------------------------------------
+def per_extra(results: list[RunResult], attr: str) -> dict[tuple[str, int], float]:
+    """``(RSS_N - RSS_1) / (N - 1)`` of ``attr`` per (mode, N), where a run with N=1 exists."""
+    base = {r.mode: getattr(r, attr) for r in results if r.scale_sets == 1}
+    return {
+        (r.mode, r.scale_sets): (getattr(r, attr) - base[r.mode]) / (r.scale_sets - 1)
+        for r in results
+        if r.scale_sets > 1 and r.mode in base
+    }
+
+
+def table(results: list[RunResult], largest: int) -> str:
+    idle_extra = per_extra(results, "rss_idle")
+    peak_extra = per_extra(results, "rss_peak")
+    head = (
+        f"{'mode':<10}{'N':>4} {'ctl RSS idle':>12} {'ctl peak':>9} {'lst RSS':>9} "
+        f"{'total idle':>10} {'MiB/extra':>9} {'(peak)':>7} {'ctl s/1k':>9} {'lst s/1k':>9} "
+        f"{'sum s/1k':>9} {'idle cpu':>8} {'p50 s':>7} {'p99 s':>7} {'setup s':>8}"
+    )
+    lines = [head, "-" * len(head)]
+    for r in results:
+        key = (r.mode, r.scale_sets)
+        extra = f"{idle_extra[key]:9.2f}" if key in idle_extra else f"{'-':>9}"
+        extra_peak = f"{peak_extra[key]:7.2f}" if key in peak_extra else f"{'-':>7}"
+        lines.append(
+            f"{r.mode:<10}{r.scale_sets:>4} {r.controller_rss_idle:12.1f} "
+            f"{r.controller_rss_peak:9.1f} {r.listener_rss_idle:9.1f} {r.rss_idle:10.1f} "
+            f"{extra} {extra_peak} {r.cpu_per_1000_jobs(r.controller_cpu_run):9.1f} "
+            f"{r.cpu_per_1000_jobs(r.listener_cpu_run):9.1f} "
+            f"{r.cpu_per_1000_jobs(r.controller_cpu_run + r.listener_cpu_run):9.1f} "
+            f"{r.controller_cpu_idle + r.listener_cpu_idle:8.2f} {r.pickup_p50:7.3f} "
+            f"{r.pickup_p99:7.3f} {r.setup_seconds:8.1f}"
+        )
+        for note in r.notes:
+            lines.append(f"    note: {note}")
+    lines.append(
+        "RSS in MiB (total = controller + listener processes); CPU: seconds per 1,000 jobs "
+        "started, during the workload; idle cpu: seconds over the warm-up idle."
+    )
+    lines += _extrapolation(results, largest)
+    lines += _listener_cpu(results)
+    return "\n".join(lines)
+
+
+def _extrapolation(results: list[RunResult], largest: int) -> list[str]:
+    """Pod mode at ``largest`` scale sets, from its largest measured run (labelled)."""
+    pods = sorted((r for r in results if r.mode == "Pod"), key=lambda r: r.scale_sets)
+    extra = per_extra(results, "rss_idle")
+    if not pods or pods[-1].scale_sets >= largest or ("Pod", pods[-1].scale_sets) not in extra:
+        return []
+    top = pods[-1]
+    slope = extra[("Pod", top.scale_sets)]
+    per_listener = top.listener_rss_idle / max(1, top.listener_processes)
+    total = top.rss_idle + slope * (largest - top.scale_sets)
+    return [
+        f"EXTRAPOLATED (not measured): pod mode at N={largest}: about {total:.0f} MiB in all "
+        f"({per_listener:.1f} MiB per listener process at N={top.scale_sets}, "
+        f"{slope:.2f} MiB per extra scale set)."
+    ]
+
+
+def _listener_cpu(results: list[RunResult]) -> list[str]:
+    """Listener CPU per job in each mode, where the same N ran in both modes.
+
+    In-process, the listeners' CPU is inside the controller's; it is estimated as the
+    in-process controller's CPU minus the pod-mode controller's (which runs no listener)."""
+    runs = {(r.mode, r.scale_sets): r for r in results}
+    lines: list[str] = []
+    for (mode, n), pod in sorted(runs.items()):
+        inproc = runs.get(("InProcess", n))
+        if mode != "Pod" or inproc is None or not pod.jobs_started or not inproc.jobs_started:
+            continue
+        pod_ms = pod.listener_cpu_run / pod.jobs_started * 1000
+        in_ms = (
+            inproc.controller_cpu_run / inproc.jobs_started
+            - pod.controller_cpu_run / pod.jobs_started
+        ) * 1000
+        ratio = f"{pod_ms / in_ms:.1f}" if in_ms > 0 else "not measurable (estimate <= 0)"
+        lines.append(
+            f"listener CPU per job at N={n}: pod mode {pod_ms:.1f} ms (listener processes); "
+            f"in-process {in_ms:.1f} ms (estimate: controller InProcess - controller Pod): "
+            f"pod / in-process = {ratio}"
+        )
+    return lines
+
+
+def scale_table(results: list[RunResult]) -> str:
+    """``--suite scale``: what one controller costs as the number of scale sets grows."""
+    head = (
+        f"{'N':>5} {'sessions s':>10} {'RSS idle':>9} {'RSS peak':>9} {'idle CPU %':>10} "
+        f"{'lag p99 s':>9} {'lag max s':>9} {'p50 s':>7} {'p99 s':>7} {'jobs':>5} "
+        f"{'harness CPU %':>13}"
+    )
+    lines = [head, "-" * len(head)]
+    for r in results:
+        idle_pct = 100 * r.controller_cpu_idle / r.idle_seconds if r.idle_seconds else float("nan")
+        measured = r.controller_cpu_run + r.harness_cpu_run
+        harness = 100 * r.harness_cpu_run / measured if measured else float("nan")
+        lines.append(
+            f"{r.scale_sets:>5} {r.setup_seconds:10.1f} {r.controller_rss_idle:9.1f} "
+            f"{r.controller_rss_peak:9.1f} {idle_pct:10.2f} {r.loop_lag_p99:9.3f} "
+            f"{r.loop_lag_max_bucket:9.3f} {r.pickup_p50:7.3f} {r.pickup_p99:7.3f} "
+            f"{r.jobs_started:>5} {harness:13.1f}"
+        )
+        for note in r.notes:
+            lines.append(f"    note: {note}")
+    lines.append(
+        "sessions s: from the first scale set's creation until every listener holds a message "
+        "session; RSS in MiB (controller process); idle CPU: the controller's, % of one core, "
+        "over the warm-up idle; lag: the controller's gharc_event_loop_lag_seconds over the "
+        "workload (bucket upper bounds); pickup: queued -> started at the fake GitHub; "
+        "harness CPU %: this process (fake GitHub, kubelet simulator, job player) as a share "
+        "of harness + controller CPU during the workload (the API server is not counted)."
+    )
+    return "\n".join(lines)
+
+
+async def run_suite(opts: ListenerBenchOptions) -> list[RunResult]:
+    results: list[RunResult] = []
+    for mode in opts.modes:
+        sizes = opts.pod_sizes if mode == "Pod" else opts.sizes
+        for n in sizes:
+            t = time.monotonic()
+            try:
+                results.append(await ListenerRun(opts, mode, n).run())
+            except Exception as err:  # one failed size must not lose the others' numbers
+                print(f"[{mode} N={n}] FAILED: {err!r}", flush=True)
+                results.append(RunResult(mode=mode, scale_sets=n, notes=[f"failed: {err!r}"]))
+            print(f"[{mode} N={n}] {time.monotonic() - t:.0f} s", flush=True)
+    return results
+
+
+def run(opts: ListenerBenchOptions, *, suite: str = "listeners") -> int:
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    print(
+        f"bench --suite {suite}: {opts.jobs} jobs at {opts.rate}/s, jobs "
+        f"{opts.job_seconds[0]}-{opts.job_seconds[1]} s; in-process N={list(opts.sizes)}"
+        + (f", pod N={list(opts.pod_sizes)}" if "Pod" in opts.modes else "")
+        + f"; load {os.getloadavg()[0]:.2f}",
+        flush=True,
+    )
+    results: list[RunResult] = []
+    with contextlib.suppress(KeyboardInterrupt):
+        results = asyncio.run(run_suite(opts))
+    largest = max([*opts.sizes, *opts.pod_sizes], default=1)
+    print()
+    print(scale_table(results) if suite == "scale" else table(results, largest))
+    print(f"load average at the end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    if opts.out is not None:
+        opts.out.mkdir(parents=True, exist_ok=True)
+        rows = [{**asdict(r), "rss_idle": r.rss_idle, "rss_peak": r.rss_peak} for r in results]
+        (opts.out / "listeners.json").write_text(json.dumps(rows, indent=1))
+    failed = [r for r in results if r.notes and r.notes[0].startswith("failed")]
+    return 1 if failed or not results else 0

@@ -1,0 +1,1 @@
+"""testworld.sim."""
