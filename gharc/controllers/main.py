@@ -206,6 +206,7 @@ async def run_controller(
     from gharc.controllers.loopstall import StallReporter
     from gharc.controllers.scaleset.cacheselectors import cache_selectors, cache_transforms
     from gharc.controllers.scaleset.credentials import ClientResolver
+    from gharc.controllers.scaleset.deps import ScaleSetDeps
     from gharc.controllers.scaleset.metrics import ControllerMetrics
     from gharc.controllers.scaleset.options import LISTENER_MODE_IN_PROCESS
     from gharc.controllers.scaleset.setup import setup_scaleset_controllers
@@ -238,19 +239,21 @@ async def run_controller(
                 release_on_stop=options.release_sessions_on_stop,
                 release_allowed=lambda: not manager.leadership_lost,
             )
-        controllers = setup_scaleset_controllers(
-            manager, options, ClientResolver(kube, pool), metrics, recorder, host=host
+        # --watch-single-namespace: the cache also holds the controller's namespace
+        # (listeners live there); an AutoscalingRunnerSet there is not ours to reconcile.
+        watch = args.watch_namespace
+        deps = ScaleSetDeps(
+            options,
+            ClientResolver(kube, pool),
+            metrics=metrics,
+            recorder=recorder,
+            host=host,
+            watch_namespace=watch if watch and watch != args.controller_namespace else None,
         )
+        controllers = setup_scaleset_controllers(manager, deps)
         manager.loop_lag.on_stall = StallReporter(manager.cache, recorder)
         if options.release_sessions_on_stop:
             _add_handoff(manager, kube, recorder, host, controllers)
-        if args.watch_namespace and args.watch_namespace != args.controller_namespace:
-            # The cache also holds the controller's namespace (listeners live there); an
-            # AutoscalingRunnerSet there is not ours to reconcile.
-            ars_controller = controllers[0]
-            ars_controller.reconciler = _NamespaceFilter(
-                ars_controller.reconciler, args.watch_namespace
-            )
         if on_manager is not None:
             on_manager(manager)
         log.info(
@@ -404,19 +407,6 @@ async def run_legacy_controller(
             options.runner_image,
         )
         await manager.run()
-
-
-class _NamespaceFilter:
-    """Wraps the ARS reconciler so only ``--watch-namespace`` objects are reconciled."""
-
-    def __init__(self, inner: Any, namespace: str) -> None:
-        self.inner = inner
-        self.namespace = namespace
-
-    async def reconcile(self, request: Any) -> Any:
-        if request.namespace != self.namespace:
-            return None
-        return await self.inner.reconcile(request)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -44,7 +44,7 @@ from gharc.kube.reflector import WatchSettings
 from gharc.kube.resources import Resource
 from gharc.kube.serving import host_port
 
-__all__ = ["LeaderElectionLost", "Manager", "Runnable"]
+__all__ = ["LeaderElectionLost", "Manager", "ManagerLike", "Runnable"]
 
 log = logging.getLogger(__name__)
 
@@ -58,6 +58,20 @@ class Runnable(Protocol):
     async def start(self) -> None: ...
 
     async def stop(self) -> None: ...
+
+
+class ManagerLike(Protocol):
+    """What controllers' ``setup`` functions need from a manager: the shared cache, the
+    client, ``add``. :class:`Manager` is one; tests may wire controllers onto a smaller
+    stand-in with these three."""
+
+    @property
+    def cache(self) -> Cache: ...
+
+    @property
+    def client(self) -> KubeClient: ...
+
+    def add(self, runnable: Any) -> None: ...
 
 
 class LeaderElectionLost(RuntimeError):

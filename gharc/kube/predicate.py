@@ -18,6 +18,7 @@ __all__ = [
     "AnnotationChangedPredicate",
     "Funcs",
     "GenerationChangedPredicate",
+    "InNamespace",
     "LabelChangedPredicate",
     "LabelSelectorPredicate",
     "Predicate",
@@ -102,6 +103,26 @@ class LabelSelectorPredicate:
 
     def delete(self, obj: JSON) -> bool:
         return self.selector.matches_object(obj)
+
+
+class InNamespace:
+    """Only objects in ``namespace`` (controller-runtime's namespace event filter): how a
+    controller is scoped when its cache holds more namespaces than it reconciles."""
+
+    def __init__(self, namespace: str) -> None:
+        self.namespace = namespace
+
+    def _holds(self, obj: JSON) -> bool:
+        return (obj.get("metadata") or {}).get("namespace") == self.namespace
+
+    def create(self, obj: JSON) -> bool:
+        return self._holds(obj)
+
+    def update(self, old: JSON, new: JSON) -> bool:
+        return self._holds(new)
+
+    def delete(self, obj: JSON) -> bool:
+        return self._holds(obj)
 
 
 class _Combined:

@@ -28,16 +28,17 @@ import logging
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 from gharc.api.resources import EPHEMERAL_RUNNERS
 from gharc.api.scaleset import constants as c
 from gharc.api.scaleset.views import EphemeralRunnerView
 from gharc.controllers.scaleset import runnerresources as rr
 from gharc.controllers.scaleset.credentials import ClientResolver, ConfigurationError, GitHubTarget
+from gharc.controllers.scaleset.deps import ScaleSetDeps
 from gharc.controllers.scaleset.error_reporting import reconcile_or_wait_for_github
 from gharc.controllers.scaleset.events import WARNING, EventRecorder, emit
-from gharc.controllers.scaleset.metrics import ControllerMetrics
+from gharc.controllers.scaleset.newborn import Newborn
 from gharc.controllers.scaleset.options import ScaleSetOptions
 from gharc.controllers.scaleset.pod_verdicts import (
     PodVerdict,
@@ -56,6 +57,7 @@ from gharc.kube.client import KubeClient
 from gharc.kube.controller import Controller
 from gharc.kube.expectations import Expectations
 from gharc.kube.finalizers import set_finalizers
+from gharc.kube.manager import ManagerLike
 from gharc.kube.objects import (
     finalizers_with,
     finalizers_without,
@@ -90,53 +92,6 @@ NAME_CONFLICT_REQUEUE = 2.0
 
 
 
-class Newborn:
-    """Uids of EphemeralRunners this process created and has not tried to register yet.
-
-    The EphemeralRunnerSet reconciler adds each runner it creates; the first registration
-    attempt takes it out (before calling GitHub, so a failed attempt falls back to the
-    reads that find a half-made registration). The runner's add event can reach the
-    EphemeralRunner reconciler before the create call returns to the set's reconciler:
-    a uid asked about before it was added is remembered as taken, and its late ``add``
-    is ignored (else a stale cache would see a second first attempt). Bounded: entries
-    are forgotten after an hour.
-    """
-
-    def __init__(self) -> None:
-        self._uids: dict[str, float] = {}
-        self._taken: dict[str, float] = {}
-
-    def _trim(self, now: float) -> None:
-        for table in (self._uids, self._taken):
-            if len(table) > 10_000:
-                for k in [k for k, t in table.items() if now - t >= 3600]:
-                    del table[k]
-
-    def add(self, uid: str) -> None:
-        now = time.monotonic()
-        self._trim(now)
-        if uid and uid not in self._taken:
-            self._uids[uid] = now
-
-    def take(self, uid: str) -> bool:
-        """True once for a runner added before this first question about it."""
-        if not uid:
-            return False
-        self._taken[uid] = time.monotonic()
-        return self._uids.pop(uid, None) is not None
-
-
-NEWBORN = Newborn()
-"""Shared by the two reconcilers of this process (see :class:`Newborn`)."""
-
-
-class ManagerLike(Protocol):
-    """What ``setup`` needs from the manager: the shared cache, the client, ``add``."""
-
-    @property
-    def cache(self) -> Cache: ...
-
-    def add(self, runnable: Any) -> None: ...
 
 
 def now() -> dt.datetime:
@@ -178,12 +133,16 @@ class EphemeralRunnerReconciler:
         options: ScaleSetOptions,
         resolver: ClientResolver,
         recorder: EventRecorder | None = None,
+        *,
+        newborn: Newborn | None = None,
     ) -> None:
         self.kube = kube
         self.cache = cache
         self.options = options
         self.resolver = resolver
         self.recorder = recorder
+        self.newborn = newborn or Newborn()
+        """Shared with the EphemeralRunnerSet reconciler, which adds the runners it creates."""
         self._cleaned: dict[str, float] = {}
         """EphemeralRunner UIDs whose pod and secret deletes were already sent."""
         self._released: dict[str, float] = {}
@@ -401,12 +360,12 @@ class EphemeralRunnerReconciler:
         runner never has two. The read replaces the one ``_create_pod`` would make, so the
         first registration costs no extra call.
 
-        A runner this process created and has not tried to register yet (:data:`NEWBORN`)
+        A runner this process created and has not tried to register yet (:attr:`newborn`)
         needs neither read: no registration, secret or done phase can exist for it.
         """
         m = rr.meta(er)
         name, ns = str(m["name"]), str(m["namespace"])
-        if NEWBORN.take(str(m.get("uid") or "")) and not EphemeralRunnerView(er).runner_id:
+        if self.newborn.take(str(m.get("uid") or "")) and not EphemeralRunnerView(er).runner_id:
             return await self._register(er)
         try:
             secret = await self.kube.get(SECRETS, c.runner_jit_secret_name(name), namespace=ns)
@@ -880,28 +839,21 @@ class EphemeralRunnerReconciler:
         await self._cleanup_resources(er)
 
 
-def setup(
-    manager: ManagerLike,
-    options: ScaleSetOptions,
-    resolver: ClientResolver,
-    metrics: ControllerMetrics | None,
-    recorder: EventRecorder | None,
-    *,
-    kube: KubeClient | None = None,
-) -> Controller:
-    """Register the EphemeralRunner controller: ``For(EphemeralRunner)``, ``Owns(Pod)``.
-
-    ``kube`` defaults to ``manager.client``. ``metrics`` is unused (the runner gauges are
-    set per set by the EphemeralRunnerSet reconciler) and accepted for a uniform shape.
-    """
-    del metrics
-    client: KubeClient = kube if kube is not None else manager.client  # type: ignore[attr-defined]
-    reconciler = EphemeralRunnerReconciler(client, manager.cache, options, resolver, recorder)
+def setup(manager: ManagerLike, deps: ScaleSetDeps) -> Controller:
+    """Register the EphemeralRunner controller: ``For(EphemeralRunner)``, ``Owns(Pod)``."""
+    reconciler = EphemeralRunnerReconciler(
+        deps.client(manager),
+        manager.cache,
+        deps.options,
+        deps.resolver,
+        deps.recorder,
+        newborn=deps.newborn,
+    )
     return (
         Builder(manager)
         .named("ephemeralrunner")
         .for_(EPHEMERAL_RUNNERS, ResourceVersionChangedPredicate())
         .owns(PODS, ResourceVersionChangedPredicate())
-        .with_options(max_concurrent_reconciles=options.runner_max_concurrent_reconciles)
+        .with_options(max_concurrent_reconciles=deps.options.runner_max_concurrent_reconciles)
         .complete(reconciler)
     )

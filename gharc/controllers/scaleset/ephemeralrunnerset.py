@@ -49,10 +49,11 @@ from gharc.controllers.scaleset import conditions as cond
 from gharc.controllers.scaleset import failed_runner_pacing as fb
 from gharc.controllers.scaleset import runnerresources as rr
 from gharc.controllers.scaleset.credentials import ClientResolver, ConfigurationError, GitHubTarget
-from gharc.controllers.scaleset.ephemeralrunner import NEWBORN, ManagerLike
+from gharc.controllers.scaleset.deps import ScaleSetDeps
 from gharc.controllers.scaleset.error_reporting import reconcile_or_wait_for_github
 from gharc.controllers.scaleset.events import NORMAL, WARNING, EventRecorder, emit
 from gharc.controllers.scaleset.metrics import ControllerMetrics
+from gharc.controllers.scaleset.newborn import Newborn
 from gharc.controllers.scaleset.options import FAILED_RUNNER_WINDOW, ScaleSetOptions
 from gharc.github import errors as gh
 from gharc.github.actions import ActionsClient
@@ -63,6 +64,7 @@ from gharc.kube.client import KubeClient
 from gharc.kube.controller import Controller
 from gharc.kube.expectations import Expectations
 from gharc.kube.finalizers import add_finalizer, remove_finalizer
+from gharc.kube.manager import ManagerLike
 from gharc.kube.objects import parse_time
 from gharc.kube.predicate import ResourceVersionChangedPredicate
 from gharc.kube.reconcile import Request, Result
@@ -182,6 +184,8 @@ class EphemeralRunnerSetReconciler:
         resolver: ClientResolver,
         metrics: ControllerMetrics | None = None,
         recorder: EventRecorder | None = None,
+        *,
+        newborn: Newborn | None = None,
     ) -> None:
         self.kube = kube
         self.cache = cache
@@ -189,6 +193,9 @@ class EphemeralRunnerSetReconciler:
         self.resolver = resolver
         self.metrics = metrics
         self.recorder = recorder
+        self.newborn = newborn or Newborn()
+        """Shared with the EphemeralRunner reconciler: the runners created here skip the
+        reads that look for a half-made registration."""
         self._expectations = Expectations()
         """EphemeralRunners created / deleted per set (by set uid), not yet in the cache."""
         self._create_slots: dict[str, asyncio.Semaphore] = {}
@@ -531,7 +538,7 @@ class EphemeralRunnerSetReconciler:
                 return err
             meta = rr.meta(created)
             self._expectations.expect_create(owner, str(meta["name"]), str(meta.get("uid") or ""))
-            NEWBORN.add(str(meta.get("uid") or ""))
+            self.newborn.add(str(meta.get("uid") or ""))
             return None
 
         results = await asyncio.gather(*(one() for _ in range(count)))
@@ -731,27 +738,24 @@ def _age(obj: Mapping[str, Any], now: float) -> float:
     return now - created.timestamp() if created else 0.0
 
 
-def setup(
-    manager: ManagerLike,
-    options: ScaleSetOptions,
-    resolver: ClientResolver,
-    metrics: ControllerMetrics | None,
-    recorder: EventRecorder | None,
-    *,
-    kube: KubeClient | None = None,
-) -> Controller:
+def setup(manager: ManagerLike, deps: ScaleSetDeps) -> Controller:
     """Register the EphemeralRunnerSet controller: ``For(ERS)``, ``Owns(EphemeralRunner)``,
     with the controller-uid index the reconciler lists its runners by."""
-    client: KubeClient = kube if kube is not None else manager.client  # type: ignore[attr-defined]
     manager.cache.add_indexer(EPHEMERAL_RUNNERS, BY_CONTROLLER_UID, index_by_controller_uid)
     reconciler = EphemeralRunnerSetReconciler(
-        client, manager.cache, options, resolver, metrics, recorder
+        deps.client(manager),
+        manager.cache,
+        deps.options,
+        deps.resolver,
+        deps.metrics,
+        deps.recorder,
+        newborn=deps.newborn,
     )
     return (
         Builder(manager)
         .named("ephemeralrunnerset")
         .for_(EPHEMERAL_RUNNER_SETS, ResourceVersionChangedPredicate())
         .owns(EPHEMERAL_RUNNERS, ResourceVersionChangedPredicate())
-        .with_options(max_concurrent_reconciles=options.runner_set_max_concurrent_reconciles)
+        .with_options(max_concurrent_reconciles=deps.options.runner_set_max_concurrent_reconciles)
         .complete(reconciler)
     )

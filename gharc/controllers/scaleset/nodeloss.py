@@ -27,13 +27,14 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from gharc.controllers.scaleset.ephemeralrunner import ManagerLike
+from gharc.controllers.scaleset.deps import ScaleSetDeps
 from gharc.kube import errors as kerr
 from gharc.kube.builder import Builder
 from gharc.kube.cache import Cache
 from gharc.kube.client import KubeClient
 from gharc.kube.controller import Controller
 from gharc.kube.informer import compact
+from gharc.kube.manager import ManagerLike
 from gharc.kube.objects import is_deleting, meta, parse_time, spec_of, status_of
 from gharc.kube.reconcile import Request, Result
 from gharc.kube.resources import NODES, PODS
@@ -181,17 +182,16 @@ class NodeLossReconciler:
             return
 
 
-def setup(
-    manager: ManagerLike, timeout: float, *, kube: KubeClient | None = None
-) -> Controller | None:
-    """The node loss controller on ``manager``; None (not started) when ``timeout`` is 0."""
+def setup(manager: ManagerLike, deps: ScaleSetDeps) -> Controller | None:
+    """The node loss controller on ``manager``; None (not started) when
+    ``deps.options.node_loss_timeout`` is 0."""
+    timeout = deps.options.node_loss_timeout
     if timeout <= 0:
         return None
-    client: KubeClient = kube if kube is not None else manager.client  # type: ignore[attr-defined]
     return (
         Builder(manager)
         .named("nodeloss")
         .for_(NODES)
         .watches(PODS, pod_to_node)
-        .complete(NodeLossReconciler(client, manager.cache, timeout))
+        .complete(NodeLossReconciler(deps.client(manager), manager.cache, timeout))
     )

@@ -37,6 +37,7 @@ from gharc.api.resources import EPHEMERAL_RUNNER_SETS, EPHEMERAL_RUNNERS
 from gharc.api.scaleset.views import EphemeralRunnerSetView, EphemeralRunnerView
 from gharc.controllers.scaleset import runnerresources as rr
 from gharc.controllers.scaleset.credentials import ClientResolver, ConfigurationError, GitHubTarget
+from gharc.controllers.scaleset.deps import ScaleSetDeps
 from gharc.controllers.scaleset.ephemeralrunner import now as wall_now
 from gharc.controllers.scaleset.events import WARNING, EventRecorder, emit
 from gharc.controllers.scaleset.hangs import DEFAULT_HANG_TIMEOUT, HangReaper
@@ -45,6 +46,7 @@ from gharc.github import errors as gh
 from gharc.github.actions import ActionsClient
 from gharc.kube.cache import Cache
 from gharc.kube.client import KubeClient
+from gharc.kube.manager import ManagerLike
 from gharc.kube.objects import parse_time
 
 log = logging.getLogger(__name__)
@@ -231,27 +233,19 @@ class OrphanReconciler:
         return None
 
 
-def setup(
-    manager: Any,
-    resolver: ClientResolver,
-    recorder: EventRecorder | None,
-    *,
-    interval: float = DEFAULT_INTERVAL,
-    grace: float = DEFAULT_GRACE,
-    hang_timeout: float = DEFAULT_HANG_TIMEOUT,
-    kube: KubeClient | None = None,
-) -> OrphanReconciler | None:
-    """Add the reconcile to ``manager`` (leader only); ``interval <= 0`` turns it off."""
-    if interval <= 0:
+def setup(manager: ManagerLike, deps: ScaleSetDeps) -> OrphanReconciler | None:
+    """Add the reconcile to ``manager`` (leader only); an interval of 0 turns it off."""
+    options = deps.options
+    if options.registration_sync_interval <= 0:
         return None
     runnable = OrphanReconciler(
-        kube if kube is not None else manager.client,
+        deps.client(manager),
         manager.cache,
-        resolver,
-        recorder,
-        interval=interval,
-        grace=grace,
-        hang_timeout=hang_timeout,
+        deps.resolver,
+        deps.recorder,
+        interval=options.registration_sync_interval,
+        grace=options.registration_sync_grace,
+        hang_timeout=options.runner_hang_timeout,
     )
     manager.add(runnable)
     return runnable

@@ -18,7 +18,7 @@ Watches:
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from gharc.api.resources import (
@@ -31,20 +31,15 @@ from gharc.api.scaleset.views import AutoscalingListenerView
 from gharc.controllers.scaleset import ephemeralrunner, ephemeralrunnerset, nodeloss, orphans
 from gharc.controllers.scaleset.autoscalinglistener import AutoscalingListenerReconciler
 from gharc.controllers.scaleset.autoscalingrunnerset import AutoscalingRunnerSetReconciler
-from gharc.controllers.scaleset.credentials import ClientResolver
-from gharc.controllers.scaleset.ephemeralrunner import ManagerLike
-from gharc.controllers.scaleset.events import EventRecorder
-from gharc.controllers.scaleset.metrics import ControllerMetrics
-from gharc.controllers.scaleset.options import ScaleSetOptions
+from gharc.controllers.scaleset.deps import ScaleSetDeps
 from gharc.kube.builder import Builder
-from gharc.kube.client import KubeClient
 from gharc.kube.controller import Controller
 from gharc.kube.informer import EventHandlerFuncs
+from gharc.kube.manager import ManagerLike
 from gharc.kube.objects import meta
-from gharc.kube.predicate import ResourceVersionChangedPredicate
+from gharc.kube.predicate import InNamespace, Predicate, ResourceVersionChangedPredicate
 from gharc.kube.reconcile import Request
 from gharc.kube.resources import PODS, ROLE_BINDINGS, ROLES, SERVICE_ACCOUNTS
-from gharc.listener.host import ListenerHost
 
 __all__ = [
     "listener_to_runner_set",
@@ -69,43 +64,42 @@ def rbac_to_listener(obj: Mapping[str, Any]) -> Iterable[Request]:
     return [Request(str(ns), str(name))] if ns and name else []
 
 
-def _client(manager: ManagerLike, kube: KubeClient | None) -> KubeClient:
-    client: KubeClient = kube if kube is not None else manager.client  # type: ignore[attr-defined]
-    return client
-
-
-def setup_autoscaling_runner_set(
-    manager: ManagerLike,
-    options: ScaleSetOptions,
-    resolver: ClientResolver,
-    recorder: EventRecorder | None,
-    *,
-    kube: KubeClient | None = None,
-) -> Controller:
+def setup_autoscaling_runner_set(manager: ManagerLike, deps: ScaleSetDeps) -> Controller:
+    """The AutoscalingRunnerSet controller. With ``deps.watch_namespace``, events of sets
+    (and of their runner sets) in other namespaces are filtered out before they are queued:
+    the cache also holds the controller's namespace, where listeners live."""
     reconciler = AutoscalingRunnerSetReconciler(
-        _client(manager, kube), manager.cache, resolver, options, recorder
+        deps.client(manager), manager.cache, deps.resolver, deps.options, deps.recorder
     )
+    scope: tuple[Predicate, ...] = ()
+    to_runner_set: Callable[[Mapping[str, Any]], Iterable[Request]] = listener_to_runner_set
+    if deps.watch_namespace:
+        scope = (InNamespace(deps.watch_namespace),)
+        to_runner_set = _in_namespace(listener_to_runner_set, deps.watch_namespace)
     return (
         Builder(manager)
         .named("autoscalingrunnerset")
-        .for_(AUTOSCALING_RUNNER_SETS, ResourceVersionChangedPredicate())
-        .owns(EPHEMERAL_RUNNER_SETS, ResourceVersionChangedPredicate())
-        .watches(AUTOSCALING_LISTENERS, listener_to_runner_set, ResourceVersionChangedPredicate())
+        .for_(AUTOSCALING_RUNNER_SETS, ResourceVersionChangedPredicate(), *scope)
+        .owns(EPHEMERAL_RUNNER_SETS, ResourceVersionChangedPredicate(), *scope)
+        .watches(AUTOSCALING_LISTENERS, to_runner_set, ResourceVersionChangedPredicate())
         .complete(reconciler)
     )
 
 
-def setup_autoscaling_listener(
-    manager: ManagerLike,
-    options: ScaleSetOptions,
-    resolver: ClientResolver,
-    metrics: ControllerMetrics,
-    recorder: EventRecorder | None,
-    *,
-    kube: KubeClient | None = None,
-    host: ListenerHost | None = None,
-) -> Controller:
-    """The AutoscalingListener controller; with ``host``, listeners run in this process.
+def _in_namespace(
+    map_fn: Callable[[Mapping[str, Any]], Iterable[Request]], namespace: str
+) -> Callable[[Mapping[str, Any]], Iterable[Request]]:
+    """``map_fn``'s requests for ``namespace`` only (a listener lives in the controller's
+    namespace but names a set that may live elsewhere)."""
+
+    def mapped(obj: Mapping[str, Any]) -> Iterable[Request]:
+        return [r for r in map_fn(obj) if r.namespace == namespace]
+
+    return mapped
+
+
+def setup_autoscaling_listener(manager: ManagerLike, deps: ScaleSetDeps) -> Controller:
+    """The AutoscalingListener controller; with ``deps.host``, listeners run in this process.
 
     In-process mode wires three more things: the host runs on the manager (leader only,
     so only the elected replica holds message sessions), a hosted listener's state change
@@ -113,8 +107,15 @@ def setup_autoscaling_listener(
     and EphemeralRunnerSet events from the shared informer carry cleanup markers to the
     listeners (one watch for all scale sets, not one per listener).
     """
+    host = deps.host
     reconciler = AutoscalingListenerReconciler(
-        _client(manager, kube), manager.cache, resolver, options, metrics, recorder, host=host
+        deps.client(manager),
+        manager.cache,
+        deps.resolver,
+        deps.options,
+        deps.metrics,
+        deps.recorder,
+        host=host,
     )
     controller = (
         Builder(manager)
@@ -140,37 +141,18 @@ def setup_autoscaling_listener(
     return controller
 
 
-def setup_scaleset_controllers(
-    manager: ManagerLike,
-    options: ScaleSetOptions,
-    resolver: ClientResolver,
-    metrics: ControllerMetrics,
-    recorder: EventRecorder | None,
-    *,
-    kube: KubeClient | None = None,
-    host: ListenerHost | None = None,
-) -> list[Controller]:
+def setup_scaleset_controllers(manager: ManagerLike, deps: ScaleSetDeps) -> list[Controller]:
     """Register all four scale set controllers on ``manager``; returns them in ARC's order.
 
     Also adds the leader-only registration reconcile (:mod:`orphans`), which is no
     controller: no event reports a registration GitHub dropped, so it runs on a timer; and
     the node loss controller (:mod:`nodeloss`), not returned either: it reconciles Nodes,
     not scale set objects."""
-    orphans.setup(
-        manager,
-        resolver,
-        recorder,
-        interval=options.registration_sync_interval,
-        grace=options.registration_sync_grace,
-        hang_timeout=options.runner_hang_timeout,
-        kube=kube,
-    )
-    nodeloss.setup(manager, options.node_loss_timeout, kube=kube)
+    orphans.setup(manager, deps)
+    nodeloss.setup(manager, deps)
     return [
-        setup_autoscaling_runner_set(manager, options, resolver, recorder, kube=kube),
-        ephemeralrunner.setup(manager, options, resolver, metrics, recorder, kube=kube),
-        ephemeralrunnerset.setup(manager, options, resolver, metrics, recorder, kube=kube),
-        setup_autoscaling_listener(
-            manager, options, resolver, metrics, recorder, kube=kube, host=host
-        ),
+        setup_autoscaling_runner_set(manager, deps),
+        ephemeralrunner.setup(manager, deps),
+        ephemeralrunnerset.setup(manager, deps),
+        setup_autoscaling_listener(manager, deps),
     ]

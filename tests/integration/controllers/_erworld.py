@@ -21,6 +21,7 @@ from gharc.api.resources import EPHEMERAL_RUNNER_SETS, EPHEMERAL_RUNNERS
 from gharc.api.scaleset import constants as c
 from gharc.controllers.scaleset import ephemeralrunner, ephemeralrunnerset, orphans
 from gharc.controllers.scaleset.credentials import ClientResolver
+from gharc.controllers.scaleset.deps import ScaleSetDeps
 from gharc.controllers.scaleset.metrics import ControllerMetrics
 from gharc.controllers.scaleset.options import ScaleSetOptions
 from gharc.github.breaker import BreakerRegistry
@@ -102,8 +103,11 @@ class World:
         resolver = ClientResolver(self.kube, self.pool)
         if self.metrics is None:
             self.metrics = ControllerMetrics(self.registry)
-        ephemeralrunnerset.setup(manager, self.options, resolver, self.metrics, self.recorder)
-        ephemeralrunner.setup(manager, self.options, resolver, self.metrics, self.recorder)
+        deps = ScaleSetDeps(
+            self.options, resolver, metrics=self.metrics, recorder=self.recorder
+        )
+        ephemeralrunnerset.setup(manager, deps)
+        ephemeralrunner.setup(manager, deps)
         await self.cache.start()
         self.controllers = manager.runnables
         self.tasks = [asyncio.create_task(ctl.start()) for ctl in self.controllers]

@@ -14,6 +14,9 @@ from _erworld import World, world_fixture
 from kubernetes_asyncio import client
 
 from gharc.controllers.scaleset import nodeloss
+from gharc.controllers.scaleset.credentials import ClientResolver
+from gharc.controllers.scaleset.deps import ScaleSetDeps
+from gharc.controllers.scaleset.options import ScaleSetOptions
 from gharc.kube.cache import Cache
 from gharc.kube.errors import NotFound
 from gharc.kube.resources import NODES, PODS
@@ -37,7 +40,9 @@ async def _start_node_loss(world: World) -> tuple[Cache, list[asyncio.Task[None]
     """The node loss controller, as the manager runs it (its own cache: Nodes and pods)."""
     cache = Cache(world.kube, namespace=world.namespace)
     manager = SetupManager(world.kube, cache)
-    controller = nodeloss.setup(manager, TIMEOUT)
+    options = ScaleSetOptions(controller_namespace=world.namespace, node_loss_timeout=TIMEOUT)
+    deps = ScaleSetDeps(options, ClientResolver(world.kube, world.pool))
+    controller = nodeloss.setup(manager, deps)
     assert controller is not None
     await cache.start()
     task = asyncio.create_task(controller.start())

@@ -3,7 +3,7 @@ of the set's create answer and the runner's first reconcile."""
 
 from __future__ import annotations
 
-from gharc.controllers.scaleset.ephemeralrunner import Newborn
+from gharc.controllers.scaleset.newborn import Newborn
 
 
 def test_added_then_taken_once() -> None:
