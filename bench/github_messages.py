@@ -38,6 +38,7 @@ async def run(jobs: int, samples: int) -> None:
         s = await client.create_message_session(ss.id, "bench")
         url, tok = s.message_queue_url, s.message_queue_access_token
         gh.state.message_batch = 1  # one job message per queue message: worst case for us
+        gh.state.truncate_deliveries = False  # ... and every one of them delivered
 
         # throughput: a backlog drained by one session (poll + acquire + delete per message)
         for _ in range(jobs):

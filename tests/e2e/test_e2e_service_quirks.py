@@ -2,8 +2,8 @@
 
 The fake's switches (docs/sim-github.md, "Service quirks") model answers GitHub's service
 gives real users: a job reassigned (JobAssigned then JobCompleted ``canceled``, up to three
-times), statistics lagging the messages in their batch (ARC #3420), github.com assigning
-jobs without JobAvailable or an acquire call, and ``runnerRequestId`` 0 outside
+times, each after ``reassign_after``), statistics lagging the messages in their batch
+(ARC #3420), github.com assigning jobs without JobAvailable or an acquire call, and ``runnerRequestId`` 0 outside
 JobAvailable. With each, gharc's controller and listener must still give every job a
 runner, and no message may be dropped as unreadable.
 """
@@ -16,7 +16,8 @@ from _e2e import WorldFactory, all_completed, enqueue_jobs, job_state, unique_na
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 
 QUIRKS = {
-    "reassigned-3-times": {"reassign_times": 3},
+    # Each attempt held 2 s, not the service's 5 minutes, so the case fits its time.
+    "reassigned-3-times": {"reassign_times": 3, "reassign_after": 2.0, "reassign_gap": 0.5},
     "lagging-statistics": {"lagging_statistics": True},
     "no-acquire": {"skip_acquire": True},
     "zero-request-ids": {"zero_request_ids": True},

@@ -159,6 +159,29 @@ async def test_app_installation_exchange_against_fake(
     assert len(gh.state.installation_tokens) == 1
 
 
+async def test_app_client_id_as_issuer_against_fake(
+    gh: FakeGitHubServer, make_client: ClientFactory
+) -> None:
+    # GitHub recommends the App's client id (Iv23li...) as the JWT issuer; ARC takes it in
+    # github_app_id. The fake refused it with 401 before.
+    app_id, inst, pem = gh.state.create_app("octo-org")
+    client_id = gh.state.apps[app_id].client_id
+    assert client_id.startswith("Iv23li")
+    creds = credentials_from_secret_data(
+        {
+            "github_app_id": client_id,
+            "github_app_installation_id": str(inst),
+            "github_app_private_key": pem,
+        }
+    )
+    client: ActionsClient = make_client(credentials=creds)
+    await client.rest.list_runners()
+    assert gh.calls("*/app/installations/{installation_id}/access_tokens", status=201) == 1
+    stranger = make_client(credentials=GitHubApp("Iv23linotanapp00", inst, pem))
+    with pytest.raises(Unauthorized):
+        await stranger.rest.list_runners()
+
+
 async def test_app_for_other_org_is_refused(
     gh: FakeGitHubServer, make_client: ClientFactory
 ) -> None:

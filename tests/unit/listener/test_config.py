@@ -58,6 +58,18 @@ def test_github_app_config(tmp_path: Path) -> None:
     assert cfg.github_app_id == "123"
 
 
+def test_github_app_client_id_in_github_app_id(tmp_path: Path) -> None:
+    # ARC takes an App's client id (GitHub's recommended JWT issuer) in github_app_id.
+    data = {**VALID, "github_token": ""}
+    data.update(
+        github_app_id="Iv23liAbCdEf012345",
+        github_app_installation_id=456,
+        github_app_private_key="-----BEGIN",
+    )
+    cfg = load_config(write(tmp_path, data), env={})
+    assert cfg.github_app_id == "Iv23liAbCdEf012345"
+
+
 @pytest.mark.parametrize(
     ("change", "key"),
     [

@@ -176,7 +176,7 @@ async def get_message(request: web.Request) -> web.Response:
     if cap is not None:
         if int_param(cap, "X-ScaleSetMaxCapacity") < 0:
             raise StateError(400, "X-ScaleSetMaxCapacity must not be negative", "ArgumentException")
-        state.last_max_capacity[ss.id] = int(cap)
+        state.set_max_capacity(ss.id, int(cap))
 
     def check() -> tuple[int, str] | None:
         if state.sessions.get(s.id) is not s or ss.id not in state.scale_sets:

@@ -13,7 +13,8 @@ Faults: ``POST /_fake/faults`` ``{"kind", "route", "method", "status", "count", 
 ``POST /_fake/expire`` ``{"kind"}``, ``DELETE /_fake/scalesets/{id}``.
 Calls: ``GET /_fake/calls`` and ``DELETE /_fake/calls``. Settings: ``POST /_fake/config``
 ``{"pollTimeout", "runnerPollTimeout", "restMaxAge", "sessionIdleTimeout", "runnerLostTimeout",
-"queueUrlQuery", "reassignTimes", "laggingStatistics", "skipAcquire", "zeroRequestIds"}``.
+"queueUrlQuery", "reassignTimes", "reassignAfter", "reassignGap", "reassignLimit",
+"laggingStatistics", "skipAcquire", "zeroRequestIds", "truncateDeliveries"}``.
 """
 
 from __future__ import annotations
@@ -82,7 +83,13 @@ async def create_app(request: web.Request) -> web.Response:
     assert account is not None
     app_id, inst, pem = _state(request).create_app(account)
     return web.json_response(
-        {"appId": app_id, "installationId": inst, "privateKey": pem}, status=201
+        {
+            "appId": app_id,
+            "clientId": _state(request).apps[app_id].client_id,
+            "installationId": inst,
+            "privateKey": pem,
+        },
+        status=201,
     )
 
 
@@ -259,6 +266,13 @@ async def config(request: web.Request) -> web.Response:
             state.queue_url_query = str(body["queueUrlQuery"] or "")
         if "reassignTimes" in body:
             state.reassign_times = max(0, int(body["reassignTimes"]))
+        if "reassignAfter" in body:
+            v = body["reassignAfter"]
+            state.reassign_after = None if v is None else float(v)
+        if "reassignGap" in body:
+            state.reassign_gap = max(0.0, float(body["reassignGap"]))
+        if "reassignLimit" in body:
+            state.reassign_limit = max(0, int(body["reassignLimit"]))
         for key, attr in _SWITCHES.items():
             if key in body:
                 setattr(state, attr, bool(body[key]))
@@ -273,6 +287,9 @@ async def config(request: web.Request) -> web.Response:
             "runnerLostTimeout": state.runner_lost_timeout,
             "queueUrlQuery": state.queue_url_query,
             "reassignTimes": state.reassign_times,
+            "reassignAfter": state.reassign_after,
+            "reassignGap": state.reassign_gap,
+            "reassignLimit": state.reassign_limit,
             **{key: getattr(state, attr) for key, attr in _SWITCHES.items()},
         }
     )
@@ -283,6 +300,7 @@ _SWITCHES = {
     "laggingStatistics": "lagging_statistics",
     "skipAcquire": "skip_acquire",
     "zeroRequestIds": "zero_request_ids",
+    "truncateDeliveries": "truncate_deliveries",
 }
 
 

@@ -173,7 +173,7 @@ async def installation_token(request: web.Request) -> web.Response:
     app_jwt = bearer(request)
     try:
         unverified = jwt.decode(app_jwt, options={"verify_signature": False})
-        app = state.apps[int(unverified["iss"])]
+        app = state.app_by_issuer(unverified["iss"])
         claims = jwt.decode(
             app_jwt,
             app.public_key_pem,

@@ -84,6 +84,7 @@ class App:
     private_key_pem: str
     public_key_pem: str
     installations: dict[int, str]  # installation id -> account (org or enterprise name)
+    client_id: str = ""  # ``Iv23li...``: GitHub takes it, or the app id, as a JWT's ``iss``
 
 
 @dataclass
@@ -177,6 +178,9 @@ class Job:
     finish_time: float | None = None
     conclusion: str | None = None
     cancel_requested: bool = False
+    assigned_at: float | None = None  # when its current assignment to a scale set began
+    reassignments: int = 0  # times the service took it back from its scale set
+    reassign_at: float | None = None  # taken back: not assigned again before this
 
     @property
     def full_repo(self) -> str:
@@ -213,6 +217,18 @@ SESSION_IDLE_TIMEOUT = 120.0
 #: fake: ``state.runner_lost_timeout`` (None: never).
 RUNNER_LOST_TIMEOUT = 600.0
 
+#: Seconds a job assigned to a scale set may wait for one of its runners before the service
+#: takes it back (JobCompleted ``canceled``) and assigns it again (JobAssigned): listener
+#: logs in ARC #4602 show the attempts about five minutes apart. Configurable per fake:
+#: ``state.reassign_after`` (None: never).
+REASSIGN_AFTER = 300.0
+#: Seconds between taking a job back and assigning it again; the job is then acquired, not
+#: assigned, so ``totalAssignedJobs`` dips. GitHub does not document it.
+REASSIGN_GAP = 2.0
+#: How many times the service reassigns one job before it leaves it assigned
+#: (actions-service-api.md section 9: up to 3).
+REASSIGN_LIMIT = 3
+
 
 class FakeGitHubState:
     """All mutable state of one fake GitHub, and the rules that change it."""
@@ -229,14 +245,24 @@ class FakeGitHubState:
         self.registration_token_ttl = 3600.0
         self.session_idle_timeout: float | None = SESSION_IDLE_TIMEOUT
         self.runner_lost_timeout: float | None = RUNNER_LOST_TIMEOUT
+        #: Job messages in one queue message at most: the service truncates a delivery
+        #: there, and the job messages past it are never delivered (a scaler must count
+        #: from ``statistics``). ``truncated`` counts those dropped.
         self.message_batch = 50
+        self.truncated = 0
+        self.truncate_deliveries = True
+        self.reassign_after: float | None = REASSIGN_AFTER
+        self.reassign_gap = REASSIGN_GAP
+        self.reassign_limit = REASSIGN_LIMIT
         #: A query string the session's ``messageQueueUrl`` carries (e.g. ``"rid=1"``);
         #: queue calls without it are refused (see :meth:`check_queue_query`).
         self.queue_url_query = ""
         # Behaviours of the real service that listeners must survive (off by default; see
         # actions-service-api.md section 9 and docs/sim-github.md "Service quirks"):
-        #: Each job is reassigned this many times before it stays assigned: JobAssigned,
-        #: then JobCompleted ``canceled``, each in a message of its own (GitHub: up to 3).
+        #: The first this many assignments of every job are taken back whether or not a
+        #: runner would take it (runners are not given it meanwhile), each after
+        #: ``reassign_after`` (``REASSIGN_AFTER`` when that is None): JobAssigned, then
+        #: JobCompleted ``canceled``, then JobAssigned again (GitHub: up to 3).
         self.reassign_times = 0
         #: A message carries the statistics of the delivery before it, not its own (ARC
         #: #3420): a batch's body can be ahead of its counts.
@@ -343,8 +369,24 @@ class FakeGitHubState:
         )
         app_id = self.next_id("app", 1000)
         installation_id = self.next_id("installation", 5000)
-        self.apps[app_id] = App(app_id, private_pem, public_pem, {installation_id: account})
+        client_id = f"Iv23li{secrets.token_hex(7)}"
+        self.apps[app_id] = App(
+            app_id, private_pem, public_pem, {installation_id: account}, client_id
+        )
         return app_id, installation_id, private_pem
+
+    def app_by_issuer(self, issuer: object) -> App:
+        """The App a JWT's ``iss`` names: its app id (a number, or its digits as text) or
+        its client id, as GitHub accepts both (and recommends the client id)."""
+        if isinstance(issuer, int) and not isinstance(issuer, bool):
+            app = self.apps.get(issuer)
+        elif isinstance(issuer, str) and issuer.isdigit():
+            app = self.apps.get(int(issuer))
+        else:
+            app = next((a for a in self.apps.values() if a.client_id == issuer), None)
+        if app is None:
+            raise KeyError(issuer)
+        return app
 
     def issue_installation_token(self, app_id: int, installation_id: int) -> InstallationToken:
         app = self.apps[app_id]
@@ -800,13 +842,18 @@ class FakeGitHubState:
     def next_message(self, ss: ScaleSet, last_message_id: int) -> tuple[int, str] | None:
         """The oldest unacknowledged message, packing the outbox into one if needed.
 
-        A batch ends at ``message_batch`` job messages or at a :data:`BATCH_END` marker.
+        A message ends at a :data:`BATCH_END` marker or at ``message_batch`` job messages;
+        with ``truncate_deliveries`` the job messages pending past that are dropped, as the
+        service truncates a response at 50 and never delivers the rest.
         """
         ss.messages = [m for m in ss.messages if m[0] > last_message_id]
         while not ss.messages and ss.outbox:
             end = ss.outbox.index(BATCH_END) if BATCH_END in ss.outbox else len(ss.outbox)
             take = min(end, self.message_batch)
             batch = ss.outbox[:take]
+            if self.truncate_deliveries and end > take:
+                self.truncated += end - take
+                take = end
             ss.outbox = ss.outbox[take + 1 if take == end else take :]
             if batch:
                 ss.messages.append((self.next_id("message"), json.dumps(batch)))
@@ -878,7 +925,7 @@ class FakeGitHubState:
             # github.com: the service picks the scale set itself; nothing to acquire.
             job.status, job.scale_set_id = "acquired", ss.id
             job.scale_set_assign_time = self.now()
-            self._assign(job)
+            self.assign_waiting(ss.id)
             return
         self._emit(ss.id, self.job_message(job, "JobAvailable"))
 
@@ -946,23 +993,82 @@ class FakeGitHubState:
             job.status, job.scale_set_id = "acquired", ss.id
             job.scale_set_assign_time = self.now()
             acquired.append(rid)
-            self._assign(job)
+        self.assign_waiting(ss.id)
         return acquired
 
+    def capacity_left(self, ss_id: int) -> int | None:
+        """How many more jobs the service may assign to the scale set: the capacity its
+        listener last sent (``X-ScaleSetMaxCapacity``) less the jobs assigned or running
+        there; None when no capacity was ever sent (no limit)."""
+        cap = self.last_max_capacity.get(ss_id)
+        if cap is None:
+            return None
+        held = sum(
+            1
+            for j in self.jobs.values()
+            if j.scale_set_id == ss_id and j.status in ("assigned", "running")
+        )
+        return cap - held
+
+    def set_max_capacity(self, ss_id: int, capacity: int) -> None:
+        """A poll's ``X-ScaleSetMaxCapacity``: jobs waiting for room may now be assigned."""
+        self.last_max_capacity[ss_id] = capacity
+        self.assign_waiting(ss_id)
+
+    def assign_waiting(self, ss_id: int) -> None:
+        """Assign the scale set's acquired jobs, oldest first, within its capacity: a job
+        past it stays acquired (queued, for GitHub's UI) until a job of the set ends or the
+        listener sends a larger capacity. A job taken back waits ``reassign_gap`` first."""
+        left = self.capacity_left(ss_id)
+        now = self.now()
+        for job in sorted(self.jobs.values(), key=lambda j: j.request_id):
+            if left is not None and left <= 0:
+                return
+            if job.status != "acquired" or job.scale_set_id != ss_id:
+                continue
+            if job.reassign_at is not None and job.reassign_at > now:
+                continue
+            self._assign(job)
+            if left is not None:
+                left -= 1
+
     def _assign(self, job: Job) -> None:
-        """The service assigns an acquired job to its scale set at once (after
-        ``reassign_times`` reassignments, each announced in a message of its own)."""
-        job.status = "assigned"
+        """The service assigns an acquired job to its scale set (``JobAssigned``); if no
+        runner of the set takes it in ``reassign_after``, :meth:`sweep` takes it back."""
+        job.status, job.assigned_at, job.reassign_at = "assigned", self.now(), None
         assert job.scale_set_id is not None
-        for _ in range(self.reassign_times):
-            canceled = {**self.job_message(job, "JobCompleted"), "result": "canceled"}
-            for event in (self.job_message(job, "JobAssigned"), canceled):
-                self._emit(job.scale_set_id, event)
-                self._emit(job.scale_set_id, BATCH_END)
         self._emit(job.scale_set_id, self.job_message(job, "JobAssigned"))
         for r in self.runners.values():
             if r.scale_set_id == job.scale_set_id:
                 r.signal.fire()
+
+    def _forced_reassignment(self, job: Job) -> bool:
+        """The ``reassign_times`` quirk holds this assignment back from runners."""
+        return job.reassignments < self.reassign_times
+
+    def _reassign_due(self, job: Job, now: float) -> bool:
+        if job.status != "assigned" or job.runner_id is not None:
+            return False
+        if job.scale_set_id is None or job.assigned_at is None:
+            return False
+        if self._forced_reassignment(job):
+            wait = self.reassign_after if self.reassign_after is not None else REASSIGN_AFTER
+        elif self.reassign_after is None or job.reassignments >= self.reassign_limit:
+            return False
+        else:
+            wait = self.reassign_after
+        return now - job.assigned_at >= wait
+
+    def _take_back(self, job: Job) -> None:
+        """No runner took the job: the service cancels this assignment (JobCompleted
+        ``canceled``) and assigns the job again after ``reassign_gap``; meanwhile it is
+        acquired, not assigned, and the set's ``totalAssignedJobs`` dips."""
+        assert job.scale_set_id is not None
+        job.reassignments += 1
+        canceled = {**self.job_message(job, "JobCompleted"), "result": "canceled"}
+        job.status, job.assigned_at = "acquired", None
+        job.reassign_at = self.now() + self.reassign_gap
+        self._emit(job.scale_set_id, canceled)
 
     def cancel_job(self, request_id: int) -> Job:
         job = self.job(request_id)
@@ -994,6 +1100,8 @@ class FakeGitHubState:
             runner.job = None
             if runner.ephemeral:
                 self._drop_runner(runner)  # an ephemeral runner de-registers after its job
+        if job.scale_set_id is not None:
+            self.assign_waiting(job.scale_set_id)  # the job's room goes to a waiting one
         self.changed.fire()
 
     # ---- runners ------------------------------------------------------------------------
@@ -1180,14 +1288,15 @@ class FakeGitHubState:
 
     def sweep(self) -> None:
         """What the service does on its own as time passes (the server calls this every
-        second): drop idle message sessions, and settle the jobs of lost runners."""
+        second): drop idle message sessions, settle the jobs of lost runners, take back
+        assignments no runner took and assign waiting jobs."""
         for s in list(self.sessions.values()):
             if self.session_expired(s):
                 self._drop_session(s)
         lost = self.runner_lost_timeout
-        if lost is None:
-            return
         for r in list(self.runners.values()):
+            if lost is None:
+                break
             if r.job is None or r.polls_in_flight > 0 or self.now() - r.last_seen < lost:
                 continue
             job = self.jobs[r.job]
@@ -1196,12 +1305,22 @@ class FakeGitHubState:
                 self._finish(job, "failed")
             else:
                 self._release(job, r)
+        now = self.now()
+        waiting: set[int] = set()
+        for job in list(self.jobs.values()):
+            if self._reassign_due(job, now):
+                self._take_back(job)
+            if job.status == "acquired" and job.scale_set_id is not None:
+                waiting.add(job.scale_set_id)
+        for ss_id in sorted(waiting):
+            self.assign_waiting(ss_id)
 
     def _release(self, job: Job, r: Runner) -> None:
         """A job given to a runner that was lost before starting it goes back: to its scale
         set, for another of its runners, or to the queue for a legacy runner."""
         r.job = None
         job.runner_id = job.runner_name = job.runner_assign_time = None
+        job.assigned_at = self.now()  # its wait for a runner starts again
         if job.scale_set_id is None:
             job.status = "queued"
         for other in self.runners.values():
@@ -1222,6 +1341,7 @@ class FakeGitHubState:
                 job.status == "assigned"
                 and job.scale_set_id == r.scale_set_id
                 and job.runner_id is None
+                and not self._forced_reassignment(job)
             ):
                 return self._hand_to(job, r)
         return None

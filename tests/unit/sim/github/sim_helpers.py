@@ -66,13 +66,15 @@ class Raw:
         body: dict[str, Any] = r.json()
         return body
 
-    async def poll(self, session: dict[str, Any], last: int = 0) -> httpx.Response:
+    async def poll(
+        self, session: dict[str, Any], last: int = 0, *, capacity: int = 10
+    ) -> httpx.Response:
         return await self.http.get(
             session["messageQueueUrl"],
             params={"lastMessageId": last} if last else None,
             headers={
                 "Authorization": f"Bearer {session['messageQueueAccessToken']}",
                 "Accept": "application/json; api-version=6.0-preview",
-                "X-ScaleSetMaxCapacity": "10",
+                "X-ScaleSetMaxCapacity": str(capacity),
             },
         )

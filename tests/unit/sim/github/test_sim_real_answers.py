@@ -120,30 +120,6 @@ async def _drain(raw: Raw, s: dict[str, Any], last: int = 0) -> tuple[list[dict[
         last = msg["messageId"]
 
 
-async def test_reassignment_is_assigned_then_canceled_each_time(
-    raw: Raw, gh: FakeGitHubServer
-) -> None:
-    # Real listener logs in ARC's issues: the service may reassign a job it offered,
-    # JobAssigned then JobCompleted "canceled", up to 3 times (actions-service-api.md §9).
-    gh.state.reassign_times = 2
-    ss = await raw.scale_set()
-    s = await raw.session(ss["id"])
-    job = gh.enqueue_job(DEFAULT_REPO, ["arc"])
-    gh.state.acquire_jobs(gh.state.scale_sets[ss["id"]], [job.request_id])
-    seen, _ = await _drain(raw, s)
-    kinds = [(j["messageType"], j.get("result")) for j in seen]
-    assert kinds == [
-        ("JobAvailable", None),
-        ("JobAssigned", None),
-        ("JobCompleted", "canceled"),
-        ("JobAssigned", None),
-        ("JobCompleted", "canceled"),
-        ("JobAssigned", None),
-    ]
-    assert len({j["_message"] for j in seen[1:]}) == 5  # each in a message of its own
-    assert job.status == "assigned"  # the last assignment holds
-
-
 async def test_lagging_statistics_are_one_delivery_behind(raw: Raw, gh: FakeGitHubServer) -> None:
     # ARC #3420: a message's statistics can lag the job messages in its body.
     gh.state.lagging_statistics = True
