@@ -4,8 +4,8 @@ The fake's switches (docs/sim-github.md, "Service quirks") model answers GitHub'
 gives real users: a job reassigned (JobAssigned then JobCompleted ``canceled``, up to three
 times, each after ``reassign_after``), statistics lagging the messages in their batch
 (ARC #3420), github.com assigning jobs without JobAvailable or an acquire call, and
-``runnerRequestId`` 0 outside JobAvailable. With each, gharc's controller and listener must still give every job a
-runner, and no message may be dropped as unreadable.
+``runnerRequestId`` 0 outside JobAvailable. With each, gharc's controller and listener
+must still give every job a runner, and no message may be dropped as unreadable.
 """
 
 from __future__ import annotations
