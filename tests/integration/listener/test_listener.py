@@ -32,16 +32,20 @@ async def test_jobs_scale_up_capped_then_completions_scale_down(world: World) ->
     async with in_process(world, min_runners=1, max_runners=3) as listener:
         assert await eventually(lambda: _eq(world.spec(), (1, 0)), message="initial patch")
         world.enqueue(5)
-        # 5 assigned jobs, capped at max_runners=3
+        # 5 jobs, capped at max_runners=3: the service assigns 3 within the capacity the
+        # listener sends, and holds 2 acquired until jobs of the set end
         await eventually(lambda: _first(world.spec(), 3), timeout=10, message="scale up to 3")
-        assert world.gh.state.statistics(world.scale_set)["totalAssignedJobs"] == 5
-        started = [world.start_runner(f"runner-{i}") for i in range(5)]
+        stats = world.gh.state.statistics(world.scale_set)
+        assert (stats["totalAssignedJobs"], stats["totalAcquiredJobs"]) == (3, 2)
+        started = [world.start_runner(f"runner-{i}") for i in range(3)]
         assert all(started)
-        for rid in started[:3]:
+        for rid in started:
             assert rid is not None
             world.finish(rid)
         await eventually(lambda: _first(world.spec(), 3), timeout=10)  # 2 left + min 1
-        for rid in started[3:]:
+        started = [world.start_runner(f"runner-{i}") for i in range(3, 5)]
+        assert all(started)
+        for rid in started:
             assert rid is not None
             world.finish(rid, "failed")
         # all done: back to min_runners, then the idle patch ID 0 once nothing moves

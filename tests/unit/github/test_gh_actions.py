@@ -287,3 +287,19 @@ async def test_pool_shares_clients(gh: FakeGitHubServer, metrics: GitHubMetrics)
 async def test_client_repr_has_no_secrets(client: ActionsClient, gh: FakeGitHubServer) -> None:
     conn = await client.admin_connection()
     assert gh.token not in repr(client) and conn.token not in repr(conn)
+
+
+async def test_a_message_acknowledged_by_last_message_id_is_gone_for_delete(
+    client: ActionsClient, gh: FakeGitHubServer
+) -> None:
+    """A poll's lastMessageId acknowledges the messages up to it; deleting one afterwards
+    answers 404, which the listener counts as done (GitHub's client deletes first)."""
+    _ss_id, s = await _session(client)
+    url, tok = s.message_queue_url, s.message_queue_access_token
+    gh.enqueue_job(DEFAULT_REPO, ["arc"])
+    first = await client.get_message(url, tok, 0, 10)
+    assert first is not None
+    gh.state.poll_timeout = 0.1
+    assert await client.get_message(url, tok, first.message_id, 10) is None
+    with pytest.raises(e.NotFound):
+        await client.delete_message(url, tok, first.message_id)
