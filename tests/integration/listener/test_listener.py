@@ -267,3 +267,15 @@ def _value(samples: list[tuple[str, dict[str, str], float]], metric: str, **labe
     if total is None:
         raise KeyError(f"{metric} {labels}")
     return total
+
+
+async def test_a_truncated_backlog_scales_from_statistics_not_messages(world: World) -> None:
+    """The service delivers 50 job messages of a 120-job backlog and never the rest; the
+    listener scales from the statistics, which count all 120 (github.com: the service
+    assigns without an acquire, so the statistics alone tell)."""
+    world.gh.state.skip_acquire = True
+    world.enqueue(120)
+    async with in_process(world, min_runners=0, max_runners=200) as listener:
+        await eventually(lambda: _first(world.spec(), 120), timeout=20, message="120 runners")
+        assert world.gh.state.truncated == 70  # 50 JobAssigned delivered, 70 never
+        assert listener.polls >= 1
