@@ -12,8 +12,8 @@ from typing import Any
 
 from sim_helpers import Raw
 
-from gharc.sim.github import DEFAULT_REPO, FakeGitHubServer
-from gharc.sim.github.state import REASSIGN_AFTER, REASSIGN_LIMIT, Job
+from testworld.sim.github import DEFAULT_REPO, FakeGitHubServer
+from testworld.sim.github.state import REASSIGN_AFTER, REASSIGN_LIMIT, Job
 
 
 async def _drain(
