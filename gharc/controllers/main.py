@@ -242,9 +242,10 @@ async def run_controller(
         # --watch-single-namespace: the cache also holds the controller's namespace
         # (listeners live there); an AutoscalingRunnerSet there is not ours to reconcile.
         watch = args.watch_namespace
+        resolver = ClientResolver(kube, pool)
         deps = ScaleSetDeps(
             options,
-            ClientResolver(kube, pool),
+            resolver,
             metrics=metrics,
             recorder=recorder,
             host=host,
@@ -263,7 +264,10 @@ async def run_controller(
             args.listener_image,
             args.enable_leader_election,
         )
-        await manager.run()
+        try:
+            await manager.run()
+        finally:
+            await resolver.aclose()  # the Key Vault connections, if any were opened
 
 
 def _add_handoff(manager: Any, kube: Any, recorder: Any, host: Any, controllers: Any) -> None:

@@ -32,6 +32,16 @@ def main(config_path: str | None = None) -> int:
         print(f"gharc listener: invalid config: {err}", file=sys.stderr, flush=True)
         return 2
     configure_logging(cfg)
+    if cfg.vault_type and not cfg.has_credentials:
+        from gharc.listener.vault import resolve_vault
+
+        try:
+            cfg = asyncio.run(resolve_vault(cfg))
+        except ConfigError as err:
+            # Deterministic until someone fixes the vault: exit 1, one line, as for
+            # credentials GitHub rejects.
+            print(f"gharc listener: {err}", file=sys.stderr, flush=True)
+            return 1
     from gharc.listener.app import run
 
     try:

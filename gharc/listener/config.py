@@ -129,6 +129,8 @@ class ListenerConfig(DataModel):
     github_app_private_key: str = field(default="", repr=False)
     vault_type: str = ""
     vault_lookup_key: str = ""
+    # ARC's ``azurekeyvault.Config``: tenant_id, client_id, url, certificate_path, proxy.
+    azure_key_vault: dict[str, Any] | None = None
     ephemeral_runner_set_namespace: str = ""
     ephemeral_runner_set_name: str = ""
     min_runners: int = field(default=0, metadata=_COUNT)
@@ -180,12 +182,33 @@ class ListenerConfig(DataModel):
                 f"max_runners ({self.max_runners})"
             )
         if self.vault_type or self.vault_lookup_key:
-            # ARC resolves the app config from Azure Key Vault here; gharc has no vault
-            # client yet, and silently ignoring it would mean running with no credentials.
+            self._validate_vault()
+        if not self.vault_type or self.has_credentials:
+            # With a vault, the credentials are read at start (gharc/listener/vault.py).
+            self._validate_credentials()
+        self._validate_rest()
+
+    @property
+    def has_credentials(self) -> bool:
+        return bool(self.github_token or self.github_app_id or self.github_app_private_key)
+
+    def _validate_vault(self) -> None:
+        """ARC's rules: a known type, a lookup key, and the type's settings."""
+        if self.vault_type != "azure_key_vault":
             raise ConfigError(
-                f"vault_type {self.vault_type!r} is not supported by gharc's listener; "
-                "put github_token or github_app_* in the config instead"
+                f"vault_type {self.vault_type!r} is not supported (supported: azure_key_vault)"
             )
+        if not self.vault_lookup_key:
+            raise ConfigError(f"vault_lookup_key is required when vault_type is {self.vault_type}")
+        if not self.azure_key_vault:
+            raise ConfigError("azure_key_vault is required when vault_type is azure_key_vault")
+        from gharc.github.keyvault import AzureKeyVaultSettings
+
+        problems = AzureKeyVaultSettings.from_listener_config(self.azure_key_vault).problems()
+        if problems:
+            raise ConfigError("azure_key_vault: " + "; ".join(problems))
+
+    def _validate_credentials(self) -> None:
         has_token = bool(self.github_token)
         app_parts = {
             "github_app_id": bool(self.github_app_id),
@@ -205,6 +228,8 @@ class ListenerConfig(DataModel):
                 "no credentials: set github_token, or github_app_id, "
                 "github_app_installation_id and github_app_private_key"
             )
+
+    def _validate_rest(self) -> None:
         if self.scheduled_overrides:
             from gharc.api.schedule import ScheduleError
             from gharc.listener.capacity import CapacityPolicy
@@ -238,7 +263,11 @@ class ListenerConfig(DataModel):
             raise ConfigError(f"metrics_addr {err}") from None
 
 
-_SCALAR_KEYS = tuple(f.name for f in dataclasses.fields(ListenerConfig) if f.name != "metrics")
+_SCALAR_KEYS = tuple(
+    f.name
+    for f in dataclasses.fields(ListenerConfig)
+    if f.name not in ("metrics", "azure_key_vault")
+)
 
 
 def _env_overrides(env: Mapping[str, str]) -> dict[str, Any]:

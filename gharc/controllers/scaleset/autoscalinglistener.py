@@ -256,16 +256,16 @@ class AutoscalingListenerReconciler:
         spec, ars_ns = view.spec, view.ars_namespace
         target = GitHubTarget.from_spec(ars_ns, spec)
         secret_data: dict[str, str] = {}
-        if not (spec.get("vaultConfig") or {}).get("type"):
-            try:
-                secret_data = await self.resolver.secret_data(ars_ns, target.secret_name)
-            except NotFound:
-                raise ConfigurationError(
-                    "MissingGitHubConfigSecret",
-                    f"githubConfigSecret {ars_ns}/{target.secret_name} does not exist",
-                ) from None
+        vault_proxy = None
+        if target.vault is None:
+            secret_data = await self.resolver.github_config_data(target)
+        else:
+            # The listener reads the vault itself; only the vault's proxy is resolved here.
+            vault_proxy = await self.resolver.vault_proxy(target)
         ca = await self.resolver.ca_bundle(target)
-        return lr.listener_config(listener, secret_data, self.options, server_root_ca=ca)
+        return lr.listener_config(
+            listener, secret_data, self.options, server_root_ca=ca, vault_proxy=vault_proxy
+        )
 
     async def _mirror_hosted_status(self, listener: JSON, state: HostedListenerStatus) -> None:
         self._set_gauge(listener, 1 if state.phase == PHASE_RUNNING else 0)

@@ -96,6 +96,13 @@ _SLOW_RETRY_REASONS = frozenset(
         "InvalidGitHubConfigSecret",
         "InvalidGitHubServerTLS",
         "InvalidProxy",
+        # The vault is not watched either: an access policy is fixed in Azure.
+        "InvalidVaultConfig",
+        "InvalidVaultCertificate",
+        "VaultAuthenticationFailed",
+        "VaultAccessDenied",
+        "VaultSecretNotFound",
+        "VaultUnavailable",
     }
 )
 

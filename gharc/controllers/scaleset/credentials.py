@@ -9,10 +9,18 @@ credential share an admin token, a connection pool and the REST cache.
 The scale set's ``spec.proxy`` (with its credential Secrets) is part of the target: the
 controller's own calls for a scale set go through the same proxy as its listener and
 runners, as ARC's do, and a proxy URL that cannot work is a :class:`ConfigurationError`.
+
+With ``spec.vaultConfig`` (ARC 0.12+) ``githubConfigSecret`` names an Azure Key Vault
+secret instead (see :mod:`gharc.github.keyvault`), and so do the ``credentialSecretRef`` of
+``spec.proxy``, as in ARC; the vault's own ``vaultConfig.proxy`` keeps its credentials in
+Kubernetes Secrets. Every vault failure is a :class:`ConfigurationError` with a ``Vault*``
+reason: the scale set reports it and retries slowly, whether it is a missing access policy
+(fixed in Azure, not in the object) or an outage.
 """
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -27,6 +35,13 @@ from gharc.github.auth import (
     credentials_from_secret_data,
 )
 from gharc.github.config import InvalidConfigUrl
+from gharc.github.keyvault import (
+    VAULT_TYPE_AZURE_KEY_VAULT,
+    AzureKeyVault,
+    AzureKeyVaultSettings,
+    VaultError,
+    app_config_from_secret_value,
+)
 from gharc.github.pool import ClientPool
 from gharc.github.proxy import InvalidProxyUrl, ProxySettings, check_proxy_url
 from gharc.kube.client import KubeClient
@@ -57,20 +72,24 @@ class GitHubTarget:
     secret_name: str
     tls_config_map: Mapping[str, Any] | None = None
     proxy: Mapping[str, Any] | None = None
+    vault: Mapping[str, Any] | None = None
+    """``spec.vaultConfig`` when it names a vault type (else the credentials are a Secret)."""
 
     @classmethod
     def from_spec(cls, namespace: str, spec: Mapping[str, Any]) -> GitHubTarget:
         tls = (spec.get("githubServerTLS") or {}).get("certificateFrom") or {}
+        vault = spec.get("vaultConfig") or {}
         return cls(
             namespace=namespace,
             config_url=str(spec.get("githubConfigUrl") or ""),
             secret_name=str(spec.get("githubConfigSecret") or ""),
             tls_config_map=tls.get("configMapKeyRef"),
             proxy=spec.get("proxy") or None,
+            vault=vault if vault.get("type") else None,
         )
 
 
-def proxy_problems(proxy: Mapping[str, Any] | None) -> list[str]:
+def proxy_problems(proxy: Mapping[str, Any] | None, path: str = "spec.proxy") -> list[str]:
     """What is wrong with ``spec.proxy`` (empty when it can work), by field path."""
     problems = []
     for kind in ("http", "https"):
@@ -81,8 +100,12 @@ def proxy_problems(proxy: Mapping[str, Any] | None) -> list[str]:
         try:
             check_proxy_url(url)
         except InvalidProxyUrl as err:
-            problems.append(f"spec.proxy.{kind}.url {err}")
+            problems.append(f"{path}.{kind}.url {err}")
     return problems
+
+
+def _vault_error(err: VaultError, target: GitHubTarget) -> ConfigurationError:
+    return ConfigurationError(err.reason, f"vaultConfig ({target.namespace}): {err.message}")
 
 
 def _with_credentials(url: str, auth: tuple[str, str] | None) -> str:
@@ -110,13 +133,27 @@ class ClientResolver:
         *,
         secret_ttl: float = 30.0,
         clock: Callable[[], float] = time.monotonic,
+        vault: AzureKeyVault | None = None,
     ) -> None:
         self._kube = kube
         self.pool = pool
         self.secret_ttl = secret_ttl
         self._clock = clock
         self._secrets: dict[tuple[str, str], tuple[float, dict[str, str]]] = {}
+        self._vault_values: dict[tuple[str, str], tuple[float, str]] = {}
+        self._vault = vault
         self._signing_keys_ok: set[str] = set()
+
+    @property
+    def vault(self) -> AzureKeyVault:
+        """The Key Vault reader, made at the first scale set that has a ``vaultConfig``."""
+        if self._vault is None:
+            self._vault = AzureKeyVault()
+        return self._vault
+
+    async def aclose(self) -> None:
+        if self._vault is not None:
+            await self._vault.aclose()
 
     async def secret_data(self, namespace: str, name: str) -> dict[str, str]:
         """Decoded data of a Secret, read from the API server at most once per TTL."""
@@ -133,6 +170,56 @@ class ClientResolver:
     def forget(self, namespace: str, name: str) -> None:
         """Drop a remembered Secret, so the next read sees a rotated or restored value."""
         self._secrets.pop((namespace, name), None)
+        for key in [k for k in self._vault_values if k[1] == name]:
+            self._vault_values.pop(key, None)
+
+    async def vault_value(self, target: GitHubTarget, name: str) -> str:
+        """Secret ``name`` of the target's vault, read at most once per TTL.
+
+        Any failure is a :class:`ConfigurationError` naming Azure's answer."""
+        vault = target.vault or {}
+        if vault.get("type") != VAULT_TYPE_AZURE_KEY_VAULT:
+            raise ConfigurationError(
+                "InvalidVaultConfig",
+                f"vaultConfig.type {vault.get('type')!r} is not supported "
+                f"(supported: {VAULT_TYPE_AZURE_KEY_VAULT})",
+            )
+        settings = AzureKeyVaultSettings.from_spec(vault.get("azureKeyVault") or {})
+        key = (settings.url, name)
+        now = self._clock()
+        hit = self._vault_values.get(key)
+        if hit is not None and now - hit[0] < self.secret_ttl:
+            return hit[1]
+        proxy = await self.vault_proxy(target)
+        try:
+            value = await self.vault.get_secret(settings, name, proxy)
+        except VaultError as err:
+            raise _vault_error(err, target) from None
+        self._vault_values[key] = (now, value)
+        return value
+
+    async def vault_proxy(self, target: GitHubTarget) -> ProxySettings | None:
+        """``vaultConfig.proxy`` with the passwords of its credential Secrets, or None."""
+        proxy = (target.vault or {}).get("proxy")
+        return await self._proxy_settings(target, proxy, "vaultConfig.proxy", from_vault=False)
+
+    async def github_config_data(self, target: GitHubTarget) -> dict[str, str]:
+        """The GitHub credentials as Secret data: from the Secret or the vault secret."""
+        if target.vault is not None:
+            value = await self.vault_value(target, target.secret_name)
+            try:
+                return app_config_from_secret_value(value)
+            except VaultError as err:
+                raise ConfigurationError(
+                    err.reason, f"vault secret {target.secret_name}: {err.message}"
+                ) from None
+        try:
+            return await self.secret_data(target.namespace, target.secret_name)
+        except NotFound:
+            raise ConfigurationError(
+                "MissingGitHubConfigSecret",
+                f"githubConfigSecret {target.namespace}/{target.secret_name} does not exist",
+            ) from None
 
     async def ca_bundle(self, target: GitHubTarget) -> str | None:
         ref = target.tls_config_map
@@ -160,10 +247,23 @@ class ClientResolver:
         Secrets come from the target's namespace (never one the spec names), as for the
         listener's and the runners' proxy Secrets.
         """
-        proxy = target.proxy
+        return await self._proxy_settings(
+            target, target.proxy, "spec.proxy", from_vault=target.vault is not None
+        )
+
+    async def _proxy_settings(
+        self,
+        target: GitHubTarget,
+        proxy: Mapping[str, Any] | None,
+        path: str,
+        *,
+        from_vault: bool,
+    ) -> ProxySettings | None:
+        """``proxy`` with credentials from Secrets, or from the vault when ``from_vault``
+        (ARC reads ``spec.proxy``'s credentials from the vault when one is configured)."""
         if not proxy:
             return None
-        problems = proxy_problems(proxy)
+        problems = proxy_problems(proxy, path)
         if problems:
             raise ConfigurationError("InvalidProxy", "; ".join(problems))
         urls: dict[str, str | None] = {}
@@ -172,9 +272,12 @@ class ClientResolver:
             if not server.get("url"):
                 urls[kind] = None
                 continue
-            urls[kind] = _with_credentials(
-                str(server["url"]), await self._proxy_auth(target, server)
+            auth = (
+                await self._vault_proxy_auth(target, server)
+                if from_vault
+                else await self._proxy_auth(target, server)
             )
+            urls[kind] = _with_credentials(str(server["url"]), auth)
         return ProxySettings(
             http=urls["http"],
             https=urls["https"],
@@ -196,6 +299,26 @@ class ClientResolver:
             ) from None
         return data.get("username", ""), data.get("password", "")
 
+    async def _vault_proxy_auth(
+        self, target: GitHubTarget, server: Mapping[str, Any]
+    ) -> tuple[str, str] | None:
+        """A proxy credential kept in the vault: a secret holding ``{"username", "password"}``."""
+        ref = server.get("credentialSecretRef")
+        if not ref:
+            return None
+        value = await self.vault_value(target, str(ref))
+        try:
+            info = json.loads(value)
+        except json.JSONDecodeError:
+            info = None
+        if not isinstance(info, dict):
+            raise ConfigurationError(
+                "InvalidProxy",
+                f'proxy credentialSecretRef {ref}: the vault secret must hold {{"username": '
+                '..., "password": ...}',
+            )
+        return str(info.get("username") or ""), str(info.get("password") or "")
+
     def _check_signing_key(self, credentials: Credentials) -> None:
         """Sign one JWT with a GitHub App key, once per key: a malformed key must show as
         the scale set's configuration error, not as a traceback at the first GitHub call."""
@@ -212,20 +335,15 @@ class ClientResolver:
             raise ConfigurationError("InvalidConfiguration", "spec.githubConfigUrl is not set")
         if not target.secret_name:
             raise ConfigurationError("InvalidConfiguration", "spec.githubConfigSecret is not set")
-        try:
-            data = await self.secret_data(target.namespace, target.secret_name)
-        except NotFound:
-            raise ConfigurationError(
-                "MissingGitHubConfigSecret",
-                f"githubConfigSecret {target.namespace}/{target.secret_name} does not exist",
-            ) from None
+        data = await self.github_config_data(target)
         try:
             credentials = credentials_from_secret_data(data)
             self._check_signing_key(credentials)
         except CredentialsError as err:
+            where = "vault secret" if target.vault is not None else "githubConfigSecret"
             raise ConfigurationError(
                 "InvalidGitHubConfigSecret",
-                f"githubConfigSecret {target.namespace}/{target.secret_name}: {err}",
+                f"{where} {target.namespace}/{target.secret_name}: {err}",
             ) from None
         ca = await self.ca_bundle(target)
         proxy = await self.proxy_for(target)

@@ -109,9 +109,12 @@ def resolver_for(
             resolver.forget(target.namespace, target.secret_name)
             current = await rebuild(listener)
         cfg = hosted_config(current)
-        credentials = credentials_from_secret_data(
-            {k: str(current[k]) for k in _CREDENTIAL_KEYS if current.get(k)}
-        )
+        if target.vault is not None:
+            # config.json names the vault; the controller reads it with its own identity.
+            data = await resolver.github_config_data(target)
+        else:
+            data = {k: str(current[k]) for k in _CREDENTIAL_KEYS if current.get(k)}
+        credentials = credentials_from_secret_data(data)
         # The scale set's spec.proxy, as a listener pod gets it through its proxy Secret.
         proxy = await resolver.proxy_for(target)
         api = pool.get(

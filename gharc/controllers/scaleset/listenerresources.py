@@ -31,6 +31,7 @@ from gharc.controllers.scaleset import listenerpolicy as policy
 from gharc.controllers.scaleset.labels import filter_and_merge_labels
 from gharc.controllers.scaleset.options import ScaleSetOptions
 from gharc.github.config import InvalidConfigUrl, parse_config_url
+from gharc.github.proxy import ProxySettings
 from gharc.kube.handler import owner_reference
 from gharc.kube.logging import LOG_LEVELS
 from gharc.kube.objects import decode_secret_data
@@ -312,8 +313,13 @@ def listener_config(
     options: ScaleSetOptions,
     *,
     server_root_ca: str | None = None,
+    vault_proxy: ProxySettings | None = None,
 ) -> JSON:
     """The listener's ``config.json`` with ARC's keys (§8.4).
+
+    With ``vaultConfig`` the config carries no credentials but where to read them (the
+    listener reads the vault itself); ``vault_proxy`` is ``vaultConfig.proxy`` with its
+    credentials, written as Go's ``httpproxy.Config`` as ARC's listener decodes it.
 
     ``secret_data`` is the decoded githubConfigSecret; only its credential keys are copied.
     ``runner_scale_set_name`` is the ARS name, as in ARC (not the GitHub scale set name).
@@ -347,6 +353,12 @@ def listener_config(
                 "url": azure.get("url", ""),
                 "certificate_path": azure.get("certificatePath", ""),
             }
+            if vault_proxy is not None:
+                config["azure_key_vault"]["proxy"] = {
+                    "HTTPProxy": vault_proxy.http or "",
+                    "HTTPSProxy": vault_proxy.https or "",
+                    "NoProxy": ",".join(vault_proxy.no_proxy),
+                }
     elif secret_data.get("github_token", "").strip():
         config["github_token"] = secret_data["github_token"]
     else:
