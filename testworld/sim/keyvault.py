@@ -39,7 +39,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 from cryptography.x509.oid import NameOID
 
-from gharc.testing.certs import TinyCA
+from testworld.certs import TinyCA
 
 __all__ = ["FakeKeyVault", "Identity", "self_signed_identity"]
 

@@ -17,8 +17,8 @@ import pytest
 from _arsworld import SECRET_NAME, World, running_world
 
 from gharc.kube.resources import SECRETS
-from gharc.sim.keyvault import FakeKeyVault
-from gharc.testing.wait import eventually
+from testworld.sim.keyvault import FakeKeyVault
+from testworld.wait import eventually
 
 TENANT = "72f988bf-0000-0000-0000-000000000001"
 CLIENT = "0b1c2d3e-0000-0000-0000-000000000002"

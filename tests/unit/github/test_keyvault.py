@@ -22,7 +22,7 @@ from gharc.github.keyvault import (
     token_endpoint,
     vault_scope,
 )
-from gharc.sim.keyvault import FakeKeyVault, self_signed_identity
+from testworld.sim.keyvault import FakeKeyVault, self_signed_identity
 
 TENANT = "11111111-2222-3333-4444-555555555555"
 CLIENT = "aaaaaaaa-bbbb-cccc-dddd-eeeeeeeeeeee"
