@@ -18,7 +18,10 @@ A reservation carries the name of its workflow job (``job-<id>``), ARC's otherwi
 ``name`` field. So a redelivered ``queued`` event finds its reservation and adds none, even
 after a restart; the queued-job poll (:mod:`gharc.webhook.poller`) can tell which queued
 jobs have none; and a ``completed`` event releases its own job's reservation. Unnamed
-reservations (written by ARC or by hand) are still released oldest first, as in ARC.
+reservations (written by ARC or by hand) are still released oldest first, as in ARC. The
+jobs released are recorded on the HRA in the same patch (:mod:`gharc.webhook.completed`),
+so a ``queued`` event for a job that already completed reserves nothing, whichever
+replica gets it and however often the server restarted in between.
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ from gharc.api.resources import HORIZONTAL_RUNNER_AUTOSCALERS
 from gharc.kube.client import KubeClient
 from gharc.kube.errors import Conflict, NotFound
 from gharc.kube.objects import format_time, parse_time, spec_of
+from gharc.webhook import completed
 from gharc.webhook.settings import WebhookSettings
 
 log = logging.getLogger(__name__)
@@ -90,8 +94,9 @@ def plan(
     queued work waiting for capacity does not expire while it waits (ARC issue #2254).
     Expired ones are dropped. +1 appends a one-replica reservation unless one with the op's
     name exists, or the job is in ``finished`` (its ``completed`` came first); -1 removes
-    the op's own reservation, else the oldest unnamed one, and adds the name to
-    ``finished``. Ops without a name behave as in ARC: -N removes the N oldest.
+    the op's own reservation, else (the first time the job completes) the oldest unnamed
+    one, and adds the name to ``finished``. Ops without a name behave as in ARC: -N
+    removes the N oldest.
     """
     done = finished if finished is not None else set()
     planned: list[JSON] = []
@@ -118,10 +123,12 @@ def plan(
             planned.extend(_reservation(now, op.duration) for _ in range(op.amount))
             outcomes.append(ADDED)
         elif op.amount < 0 and op.key:
+            repeat = op.key in done
             done.add(op.key)
             own = [i for i, r in enumerate(planned) if r.get("name") == op.key]
             unnamed = [i for i, r in enumerate(planned) if not r.get("name")]
-            drop = own[:1] or unnamed[:1]
+            # a repeated completion released its reservation already: not another one's
+            drop = own[:1] or ([] if repeat else unnamed[:1])
             planned = [r for i, r in enumerate(planned) if i not in drop]
             outcomes.append(REMOVED if drop else NOTHING)
         elif op.amount < 0:
@@ -305,19 +312,23 @@ class BatchScaler:
             spec = spec_of(hra)
             now = dt.datetime.fromtimestamp(self.clock(), dt.UTC)
             before = list(spec.get("capacityReservations") or [])
+            stored = completed.read(hra, now.timestamp())
             trial = BoundedSet(FINISHED_MEMORY)
             trial |= finished
+            trial |= set(stored)
             planned, outcomes = plan(
                 before, HorizontalRunnerAutoscalerView(hra).max_replicas, ops, now, trial
             )
-            if all(o in (RESERVED, FINISHED) for o in outcomes):
+            released = [op.key for op in ops if op.amount < 0 and op.key and op.key not in stored]
+            if all(o in (RESERVED, FINISHED) for o in outcomes) and not released:
                 return outcomes  # every op is a repeat: nothing to write
+            patch: JSON = {"spec": {"capacityReservations": planned}}
+            if released:
+                value = completed.render(stored, released, now.timestamp())
+                patch["metadata"] = {"annotations": {completed.ANNOTATION: value}}
             try:
                 await self.client.merge_patch(
-                    HORIZONTAL_RUNNER_AUTOSCALERS,
-                    hra,
-                    {"spec": {"capacityReservations": planned}},
-                    optimistic_lock=True,
+                    HORIZONTAL_RUNNER_AUTOSCALERS, hra, patch, optimistic_lock=True
                 )
             except Conflict:
                 self.conflicts += 1

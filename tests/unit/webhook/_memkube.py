@@ -57,6 +57,9 @@ class MemoryKube:
         if optimistic_lock and stored["metadata"]["resourceVersion"] != m["resourceVersion"]:
             raise Conflict("changed")
         stored["spec"].update(patch["spec"])
+        annotations = (patch.get("metadata") or {}).get("annotations") or {}
+        if annotations:
+            stored["metadata"].setdefault("annotations", {}).update(annotations)
         stored["metadata"]["resourceVersion"] = str(int(stored["metadata"]["resourceVersion"]) + 1)
         self.patches += 1
         return copy.deepcopy(stored)

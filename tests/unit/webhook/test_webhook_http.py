@@ -237,6 +237,36 @@ async def test_a_redelivery_the_window_forgot_finds_the_job_reservation(env: Env
     assert env.kube.reservations() == []
 
 
+async def test_a_late_queued_after_a_restart_reserves_nothing_for_a_completed_job() -> None:
+    """A ``queued`` redelivered (new delivery ID) after its job completed, to a restarted
+    server or another replica: it reserved a runner that stayed idle until the reservation
+    expired, as only the process that saw the ``completed`` remembered it."""
+    kube = world()
+    first, task = await start(kube)
+    env = Env(kube, first, first.registry)  # type: ignore[attr-defined]
+    await env.post(payload(job_id=4), delivery="q")
+    await env.post(payload("completed", 4, conclusion="failure"), delivery="c")
+    assert kube.reservations() == []
+    await first.stop()
+    await task
+    await env.session.close()
+    for attempt in ("late-1", "late-2"):  # a restart, then another replica
+        server, task = await start(kube)
+        env = Env(kube, server, server.registry)  # type: ignore[attr-defined]
+        assert await env.post(payload(job_id=4), delivery=attempt) == (
+            200,
+            "hra: job already completed for job 4",
+        )
+        assert await env.post(payload("completed", 4, conclusion="failure"), delivery="c2") == (
+            200,
+            "hra: nothing to release for job 4",
+        )
+        assert kube.reservations() == []
+        await env.session.close()
+        await server.stop()
+        await task
+
+
 # ---- hostile requests --------------------------------------------------------------------------
 
 

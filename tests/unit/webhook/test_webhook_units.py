@@ -7,12 +7,14 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import hmac
+import json
 from typing import Any
 
 import pytest
 
 from gharc.api.resources import HORIZONTAL_RUNNER_AUTOSCALERS, RUNNER_DEPLOYMENTS, RUNNER_SETS
 from gharc.kube.errors import NotFound
+from gharc.webhook import completed
 from gharc.webhook.batch import (
     ADDED,
     FINISHED,
@@ -296,6 +298,26 @@ def test_a_queued_event_after_its_completion_reserves_nothing() -> None:
     planned, outcomes = plan([], 10, [_job(-1, 5), _job(1, 5)], NOW, finished)
     assert planned == [] and outcomes == [NOTHING, FINISHED]
     assert plan([], 10, [_job(1, 5)], NOW, finished) == ([], [FINISHED])
+
+
+def test_a_repeated_completion_does_not_release_another_jobs_reservation() -> None:
+    """After a restart the memory is the HRA's record: the second ``completed`` of a job
+    whose reservation is gone released the oldest unnamed one (ARC's), another job's."""
+    old = [{"effectiveTime": _at(-100), "expirationTime": _at(500), "replicas": 1}]
+    planned, outcomes = plan(old, 10, [_job(-1, 3)], NOW, {"job-3"})
+    assert planned == old and outcomes == [NOTHING]
+
+
+def test_the_completed_jobs_record_expires_is_bounded_and_survives_bad_values() -> None:
+    now = NOW.timestamp()
+    value = completed.render({}, ["job-1", "job-2"], now)
+    hra: dict[str, Any] = {"metadata": {"name": "h", "annotations": {completed.ANNOTATION: value}}}
+    assert list(completed.read(hra, now)) == ["job-1", "job-2"]
+    assert completed.read(hra, now + completed.TTL) == {}  # forgotten after the TTL
+    many = completed.render({f"job-{i}": int(now) + i + 1 for i in range(5000)}, [], now)
+    assert len(json.loads(many)) == completed.CAPACITY and "job-4999" in json.loads(many)
+    hra["metadata"]["annotations"][completed.ANNOTATION] = "not json"
+    assert completed.read(hra, now) == {}
 
 
 # ---- payloads ------------------------------------------------------------------------------

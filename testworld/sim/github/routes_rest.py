@@ -332,9 +332,16 @@ async def list_workflow_runs(request: web.Request) -> web.Response:
         for run in sorted(state.runs.values(), key=lambda r: -r.id):
             if f"{run.owner}/{run.repo}" != repo:
                 continue
-            status, conclusion = _run_status([state.jobs[j] for j in run.jobs])
+            jobs = [state.jobs[j] for j in run.jobs]
+            status, conclusion = _run_status(jobs)
             if want and want not in (status, conclusion):
                 continue
+            # the run's last change, as GitHub's: an unchanged listing keeps its ETag, so a
+            # conditional request gets its free 304
+            updated = max(
+                [run.created_at]
+                + [t for j in jobs for t in (j.queue_time, j.start_time, j.finish_time) if t]
+            )
             runs.append(
                 {
                     "id": run.id,
@@ -345,7 +352,7 @@ async def list_workflow_runs(request: web.Request) -> web.Response:
                     "event": "push",
                     "head_branch": "main",
                     "created_at": rfc3339(run.created_at).split(".")[0] + "Z",
-                    "updated_at": rfc3339(state.now()).split(".")[0] + "Z",
+                    "updated_at": rfc3339(updated).split(".")[0] + "Z",
                 }
             )
         return {"total_count": len(runs), "workflow_runs": runs}

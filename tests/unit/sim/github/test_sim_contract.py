@@ -119,6 +119,32 @@ async def test_rest_runners_shape_and_cache_headers(
     assert r2.status_code == 304 and r2.content == b""
 
 
+async def test_workflow_run_and_job_listings_answer_304_for_free_until_a_job_changes(
+    gh: FakeGitHubServer, http: httpx.AsyncClient
+) -> None:
+    """The queued-job poll's listings, as on github.com: an unchanged listing answers a
+    matching ``If-None-Match`` with a 304 that leaves ``X-RateLimit-Remaining`` alone, and
+    a job queued since changes the ETag. The runs' ``updated_at`` was the time of the
+    request, so every listing was new and no poll ever got a 304."""
+    auth = {"Authorization": f"Bearer {gh.token}"}
+    job = gh.enqueue_job(DEFAULT_REPO, ["self-hosted", "linux"])
+    runs = f"{gh.url}/api/v3/repos/{DEFAULT_REPO}/actions/runs?status=queued"
+    jobs = f"{gh.url}/api/v3/repos/{DEFAULT_REPO}/actions/runs/{job.run_id}/jobs"
+    for url in (runs, jobs):
+        first = await http.get(url, headers=auth)
+        assert first.status_code == 200
+        remaining = int(first.headers["X-RateLimit-Remaining"])
+        later = gh.state.now() + 5.0  # the next poll, seconds later
+        gh.state.clock = lambda later=later: later  # type: ignore[misc]
+        again = await http.get(url, headers={**auth, "If-None-Match": first.headers["ETag"]})
+        assert again.status_code == 304 and again.content == b""
+        assert int(again.headers["X-RateLimit-Remaining"]) == remaining
+    etag = (await http.get(runs, headers=auth)).headers["ETag"]
+    gh.enqueue_job(DEFAULT_REPO, ["self-hosted", "linux"])
+    changed = await http.get(runs, headers={**auth, "If-None-Match": etag})
+    assert changed.status_code == 200 and changed.json()["total_count"] == 2
+
+
 async def test_scale_set_session_and_message_shapes(raw: Raw, gh: FakeGitHubServer) -> None:
     ss = await raw.scale_set()
     assert set(ss) == SCALE_SET and set(ss["statistics"]) == STATS
