@@ -120,15 +120,11 @@ class MessageHandler:
         if msg.message_type and msg.message_type != "RunnerScaleSetJobMessages":
             log.info("message %d of type %r ignored", msg.message_id, msg.message_type)
         available = [j for j in msg.jobs if isinstance(j, JobAvailable)]
-        if available:
-            ids = [j.runner_request_id for j in available]
-            result.available = len(ids)
-            acquired: list[int] = await self.retry(
-                "acquire jobs", lambda: self.session.acquire_jobs(ids)
-            )
-            result.acquired = len(acquired)
-            self.acquired_total += len(acquired)
-            log.info("acquired %d of %d available jobs", len(acquired), len(ids))
+        offered = [j.runner_request_id for j in available]
+        if offered:
+            await self._acquire(offered, result)
+        if msg.statistics is not None and msg.statistics.total_available_jobs > len(offered):
+            await self._acquire_unoffered(set(offered), result)
         for job in msg.jobs:
             if isinstance(job, JobAssigned):
                 result.assigned += 1
@@ -168,6 +164,29 @@ class MessageHandler:
         self.dropped[reason] += count
         if self.metrics is not None:
             self.metrics.record_dropped(reason, count)
+
+    async def _acquire(self, ids: list[int], result: BatchResult) -> None:
+        acquired: list[int] = await self.retry(
+            "acquire jobs", lambda: self.session.acquire_jobs(ids)
+        )
+        result.available += len(ids)
+        result.acquired += len(acquired)
+        self.acquired_total += len(acquired)
+        log.info("acquired %d of %d available jobs", len(acquired), len(ids))
+
+    async def _acquire_unoffered(self, offered: set[int], result: BatchResult) -> None:
+        """The statistics count more available jobs than the message offered: the service
+        truncates a delivery (at 50 job messages) and never offers the rest again, so a
+        listener that acquired only what it was offered would leave them queued for good.
+        Ask for the acquirable jobs (one GET, only when the counts disagree) and acquire
+        those."""
+        listed: list[int] = await self.retry(
+            "list acquirable jobs", lambda: self.session.acquirable_jobs()
+        )
+        rest = [rid for rid in listed if rid not in offered]
+        if rest:
+            log.info("%d available job(s) were not offered in the message", len(rest))
+            await self._acquire(rest, result)
 
     async def _job_started(self, job: JobStarted, result: BatchResult) -> None:
         self.scaler.mark_dirty()

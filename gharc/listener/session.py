@@ -39,7 +39,12 @@ from gharc.github.errors import (
     SessionConflict,
     Unauthorized,
 )
-from gharc.github.models import RunnerScaleSet, RunnerScaleSetMessage, RunnerScaleSetSession
+from gharc.github.models import (
+    AcquirableJob,
+    RunnerScaleSet,
+    RunnerScaleSetMessage,
+    RunnerScaleSetSession,
+)
 from gharc.listener.config import backoff_schedule
 from gharc.listener.runnerset_writes import KubePatchError, RunnerNotFound, SessionRecord
 
@@ -81,6 +86,8 @@ class ActionsAPI(Protocol):
     async def acquire_jobs(
         self, scale_set_id: int, queue_token: str, request_ids: list[int]
     ) -> list[int]: ...
+
+    async def get_acquirable_jobs(self, scale_set_id: int) -> list[AcquirableJob]: ...
 
     async def get_runner_scale_set_by_id(self, scale_set_id: int) -> RunnerScaleSet | None: ...
 
@@ -387,6 +394,11 @@ class SessionClient:
                 self.scale_set_id, s.message_queue_access_token, request_ids
             )
         )
+
+    async def acquirable_jobs(self) -> list[int]:
+        """Request ids of the jobs the service would let this scale set acquire now."""
+        jobs = await self.api.get_acquirable_jobs(self.scale_set_id)
+        return [j.runner_request_id for j in jobs if j.runner_request_id]
 
     async def _with_queue_token(self, call: Callable[[RunnerScaleSetSession], Awaitable[T]]) -> T:
         try:

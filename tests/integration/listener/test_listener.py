@@ -279,3 +279,16 @@ async def test_a_truncated_backlog_scales_from_statistics_not_messages(world: Wo
         await eventually(lambda: _first(world.spec(), 120), timeout=20, message="120 runners")
         assert world.gh.state.truncated == 70  # 50 JobAssigned delivered, 70 never
         assert listener.polls >= 1
+
+
+async def test_a_truncated_backlog_is_acquired_in_full(world: World) -> None:
+    """With an acquire step (GHES and older services), the 70 jobs the truncated delivery
+    never offered are still acquired: the statistics count them as available, so the
+    listener lists the acquirable jobs and takes those too; none is left queued."""
+    world.enqueue(120)
+    async with in_process(world, min_runners=0, max_runners=200):
+        await eventually(lambda: _first(world.spec(), 120), timeout=30, message="120 runners")
+        state = world.gh.state
+        assert state.truncated > 0
+        queued = [j for j in state.jobs.values() if j.status == "queued"]
+        assert not queued, f"{len(queued)} jobs left queued"

@@ -10,7 +10,7 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 from gharc.github.errors import MessageQueueTokenExpired, SessionConflict
-from gharc.github.models import RunnerScaleSetMessage, RunnerScaleSetSession
+from gharc.github.models import AcquirableJob, RunnerScaleSetMessage, RunnerScaleSetSession
 from gharc.listener.app import Listener
 from gharc.listener.config import ListenerConfig
 from gharc.listener.runnerset_writes import RunnerNotFound
@@ -39,13 +39,15 @@ def stats(assigned: int = 0, **more: int) -> dict[str, int]:
     return {"totalAssignedJobs": assigned, **more}
 
 
-def message(message_id: int, jobs: list[dict[str, Any]], assigned: int) -> RunnerScaleSetMessage:
+def message(
+    message_id: int, jobs: list[dict[str, Any]], assigned: int, **statistics: int
+) -> RunnerScaleSetMessage:
     return RunnerScaleSetMessage.from_wire(
         {
             "messageId": message_id,
             "messageType": "RunnerScaleSetJobMessages",
             "body": json.dumps(jobs),
-            "statistics": stats(assigned),
+            "statistics": stats(assigned, **statistics),
         }
     )
 
@@ -80,6 +82,8 @@ class FakeActions:
         self.deleted_sessions: list[str] = []
         self.deleted_messages: list[int] = []
         self.acquired: list[list[int]] = []
+        self.acquirable: list[int] = []
+        """Request ids ``get_acquirable_jobs`` lists (the service's view, not the messages')."""
         self.expire_next_poll = False
 
     def _session(self) -> RunnerScaleSetSession:
@@ -137,6 +141,10 @@ class FakeActions:
             raise self.acquire_errors.pop(0)
         self.acquired.append(list(request_ids))
         return list(request_ids)
+
+    async def get_acquirable_jobs(self, scale_set_id: int) -> list[AcquirableJob]:
+        self.calls.append(("acquirable", scale_set_id))
+        return [AcquirableJob(runner_request_id=rid) for rid in self.acquirable]
 
     async def aclose(self) -> None:
         pass

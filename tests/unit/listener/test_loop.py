@@ -51,6 +51,33 @@ async def test_batch_acquires_in_one_call_and_scales_up() -> None:
         assert api.calls[-1][2] == 4
 
 
+async def test_available_jobs_the_message_did_not_offer_are_acquired_too() -> None:
+    """The service truncates a delivery at 50 job messages and never offers the rest: the
+    statistics count them, so the listener lists the acquirable jobs and takes those."""
+    api, patcher = FakeActions(), FakePatcher()
+    listener = Listener(config(max_runners=10), api, patcher)
+    async with running(listener):
+        await until(lambda: len(patcher.replicas) == 1)
+        api.acquirable = [31, 32, 33]
+        offered = [job("JobAvailable", 31)]
+        api.queue.put_nowait(message(1, offered, assigned=0, totalAvailableJobs=3))
+        await until(lambda: api.deleted_messages == [1])
+        assert api.acquired == [[31], [32, 33]]
+        assert ("acquirable", 7) in api.calls
+
+
+async def test_no_listing_when_the_message_offered_every_available_job() -> None:
+    api, patcher = FakeActions(), FakePatcher()
+    listener = Listener(config(max_runners=10), api, patcher)
+    async with running(listener):
+        await until(lambda: len(patcher.replicas) == 1)
+        offered = [job("JobAvailable", i) for i in (41, 42)]
+        api.queue.put_nowait(message(1, offered, assigned=0, totalAvailableJobs=2))
+        await until(lambda: api.deleted_messages == [1])
+        assert api.acquired == [[41, 42]]
+        assert not [c for c in api.calls if c[0] == "acquirable"]
+
+
 async def test_job_started_patches_runner_status_and_missing_runner_is_ignored() -> None:
     api, patcher = FakeActions(), FakePatcher(runners={"runner-a"})
     listener = Listener(config(), api, patcher)
