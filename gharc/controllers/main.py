@@ -303,6 +303,7 @@ async def _runtime(
         kubeconfig=args.kubeconfig,
         qps=args.k8s_client_qps or None,
         burst=args.k8s_client_burst,
+        max_in_flight_per_namespace=args.k8s_client_max_in_flight_per_namespace,
         field_manager="gharc-controller",
     )
     pool = ClientPool(

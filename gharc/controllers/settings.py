@@ -160,6 +160,14 @@ class ControllerSettings(GitHubSettings):
         chart="flags.k8sClientRateLimiterBurst",
         help="Client-side burst.",
     )
+    k8s_client_max_in_flight_per_namespace: int = setting(
+        8,
+        flag="--k8s-client-max-in-flight-per-namespace",
+        chart="flags.k8sClientMaxInFlightPerNamespace",
+        help="Kubernetes requests one namespace (tenant) may have in flight at once, watches "
+        "excepted; 0 lifts the limit. Keeps one scale set's burst from filling the API "
+        "server's queue in front of another tenant's requests (gharc).",
+    )
     kubeconfig: str | None = common.kubeconfig()
     # -- scale set mode ----------------------------------------------------------------------
     exclude_label_propagation_prefixes: tuple[str, ...] = setting(

@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import builtins
 import collections
+import contextlib
 import copy
 import json
 import logging
@@ -31,6 +32,7 @@ from typing import Any
 from gharc.kube import metrics
 from gharc.kube.errors import ApiError, error_from_response
 from gharc.kube.fence import WriteFence
+from gharc.kube.inflight import NamespaceInFlight
 from gharc.kube.objects import meta as meta_of
 from gharc.kube.ratelimit import FairTokenBucket
 from gharc.kube.resources import Resource
@@ -150,6 +152,7 @@ class KubeClient(Reader):
         max_retry_after: float = 10.0,
         field_manager: str = "gharc",
         owns_api_client: bool = False,
+        max_in_flight_per_namespace: int = 0,
     ) -> None:
         self.api_client = api_client
         self.transport: Transport = (
@@ -160,6 +163,10 @@ class KubeClient(Reader):
         self.max_retries = max_retries
         self.max_retry_after = max_retry_after
         self._bucket = FairTokenBucket(qps=qps, burst=burst) if qps else None
+        self._in_flight = (
+            NamespaceInFlight(max_in_flight_per_namespace) if max_in_flight_per_namespace else None
+        )
+        """Requests in flight per namespace (watches excepted); shared by caller views."""
         self._owns = owns_api_client
         self.request_counts: collections.Counter[tuple[str, str, str]] = collections.Counter()
         self._host = self.transport.host
@@ -299,17 +306,24 @@ class KubeClient(Reader):
             timeout = None if watch else self.request_timeout
             if writes:
                 timeout = min(self.request_timeout, self.fence.check(method, path))
+            slot: contextlib.AbstractAsyncContextManager[None] = (
+                self._in_flight.slot(_namespace_of(path))
+                if self._in_flight is not None and not watch
+                else contextlib.nullcontext()
+            )
             began = time.monotonic()
             try:
-                resp = await self.transport.send_request(
-                    method,
-                    path,
-                    params=params,
-                    headers=headers,
-                    body=body,
-                    timeout=timeout,
-                    read_timeout=watch_read_timeout,
-                )
+                async with slot:  # the wait for a slot is not the server's latency
+                    began = time.monotonic()
+                    resp = await self.transport.send_request(
+                        method,
+                        path,
+                        params=params,
+                        headers=headers,
+                        body=body,
+                        timeout=timeout,
+                        read_timeout=watch_read_timeout,
+                    )
             except BaseException:
                 self._count(verb, label, "error", began, method)
                 raise

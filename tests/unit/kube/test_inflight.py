@@ -1,0 +1,91 @@
+"""A namespace's burst holds at most N requests in flight; another namespace is not behind it."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from gharc.kube.client import KubeClient
+from gharc.kube.inflight import NamespaceInFlight
+
+
+class SlowServer:
+    """A transport whose answers take until released, recording what is in flight."""
+
+    host = "https://127.0.0.1:1"
+
+    def __init__(self) -> None:
+        self.in_flight: dict[str, int] = {}
+        self.peak: dict[str, int] = {}
+        self.sent: list[str] = []
+        self.release = asyncio.Event()
+
+    async def send_request(self, method: str, path: str, **_: Any) -> Any:
+        ns = path.split("/namespaces/")[1].split("/")[0]
+        self.sent.append(ns)
+        self.in_flight[ns] = self.in_flight.get(ns, 0) + 1
+        self.peak[ns] = max(self.peak.get(ns, 0), self.in_flight[ns])
+        try:
+            await self.release.wait()
+        finally:
+            self.in_flight[ns] -= 1
+        return _Response()
+
+    async def close(self) -> None:
+        pass
+
+
+class _Response:
+    status = 200
+    headers: dict[str, str] = {}
+
+    async def read(self) -> bytes:
+        return b"{}"
+
+    def release(self) -> None:
+        pass
+
+
+async def _send(kube: KubeClient, ns: str) -> None:
+    await kube._send("GET", f"/api/v1/namespaces/{ns}/pods/p", verb="get", label="pods")
+
+
+async def test_a_burst_holds_at_most_the_limit_and_another_namespace_goes_at_once() -> None:
+    server = SlowServer()
+    kube = KubeClient(server, max_in_flight_per_namespace=8)
+    burst = [asyncio.create_task(_send(kube, "burst")) for _ in range(400)]
+    for _ in range(5):
+        await asyncio.sleep(0)
+    quiet = asyncio.create_task(_send(kube, "quiet"))
+    for _ in range(5):
+        await asyncio.sleep(0)
+    assert server.in_flight["burst"] == 8
+    assert server.in_flight.get("quiet") == 1, "the quiet namespace waited behind the burst"
+    server.release.set()
+    await asyncio.gather(*burst, quiet)
+    assert server.peak["burst"] == 8 and len(server.sent) == 401
+
+
+async def test_without_a_limit_the_burst_goes_out_at_once() -> None:
+    server = SlowServer()
+    kube = KubeClient(server)
+    burst = [asyncio.create_task(_send(kube, "burst")) for _ in range(50)]
+    for _ in range(5):
+        await asyncio.sleep(0)
+    assert server.in_flight["burst"] == 50
+    server.release.set()
+    await asyncio.gather(*burst)
+
+
+async def test_idle_namespaces_are_forgotten() -> None:
+    limits = NamespaceInFlight(2)
+    async with limits.slot("a"):
+        assert limits.in_use("a") == 1
+    assert limits.in_use("a") == 0 and not limits._slots
+
+
+def test_a_limit_below_one_is_refused() -> None:
+    with pytest.raises(ValueError, match="at least 1"):
+        NamespaceInFlight(0)
