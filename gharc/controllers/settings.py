@@ -238,6 +238,15 @@ class ControllerSettings(GitHubSettings):
         "scale down, so the job it was made for is not cancelled while its pod waits for a "
         "node; after it a stuck runner may be scaled down.",
     )
+    max_runners_per_scale_set: int = setting(
+        0,
+        flag="--max-runners-per-scale-set",
+        parse=number(int, minimum=0),
+        chart="flags.maxRunnersPerScaleSet",
+        help="Most runners any one scale set may have, whatever its maxRunners, minRunners "
+        "or scheduled overrides ask (the set reports the condition RunnersCapped); 0: no "
+        "limit, as in ARC. For a controller shared by teams (gharc).",
+    )
     node_loss_timeout: float = setting(
         # Kubernetes already waits 40 s without heartbeats before it marks a node Unknown;
         # a further minute rides out a kubelet restart or a short network partition, and

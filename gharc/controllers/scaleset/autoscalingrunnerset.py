@@ -464,9 +464,31 @@ class AutoscalingRunnerSetReconciler:
             verdict = (cond.TRUE, cond.REASON_UNRESTRICTED, "listener template checks are off")
         else:
             verdict = (cond.TRUE, cond.REASON_ALLOWED, "listener template is allowed")
-        return cond.set_condition(
+        conditions = cond.set_condition(
             status_of(ars).get("conditions"),
             cond.LISTENER_TEMPLATE_ALLOWED,
+            *verdict,
+            generation=int(ars["metadata"].get("generation") or 0),
+        )
+        return self._runner_cap_condition(ars, conditions)
+
+    def _runner_cap_condition(self, ars: JSON, conditions: list[JSON]) -> list[JSON]:
+        """``RunnersCapped``: True while --max-runners-per-scale-set holds the set below
+        what it asks; False once it no longer does (absent when it never did)."""
+        capped = lr.runner_cap_exceeded(ars, self.options)
+        if capped is not None:
+            verdict = (cond.TRUE, cond.REASON_CAPPED, capped)
+        elif cond.find(conditions, cond.RUNNERS_CAPPED) is not None:
+            verdict = (
+                cond.FALSE,
+                cond.REASON_WITHIN_LIMIT,
+                "the set asks for no more runners than the controller allows per scale set",
+            )
+        else:
+            return conditions
+        return cond.set_condition(
+            conditions,
+            cond.RUNNERS_CAPPED,
             *verdict,
             generation=int(ars["metadata"].get("generation") or 0),
         )
@@ -850,6 +872,14 @@ class AutoscalingRunnerSetReconciler:
         )
         if applied:
             want["observedGeneration"] = int(ars["metadata"].get("generation") or 0)
+        capped = cond.find(want["conditions"], cond.RUNNERS_CAPPED)
+        was = cond.find(status.get("conditions"), cond.RUNNERS_CAPPED)
+        said = was is not None and (was.get("status"), was.get("message")) == (
+            cond.TRUE,
+            (capped or {}).get("message"),
+        )
+        if capped is not None and capped.get("status") == cond.TRUE and not said:
+            await emit(self.recorder, ars, WARNING, cond.REASON_CAPPED, str(capped["message"]))
         if any(status.get(k) != v for k, v in want.items()):
             await self._patch_status(ars, want)
 

@@ -22,6 +22,10 @@ REASON_UNRESTRICTED = "Unrestricted"
 REASON_FORBIDDEN = "ListenerTemplateForbidden"
 REASON_NOT_USED = "NotUsed"
 """In-process listeners run no pod: a template is kept, not checked, and not applied."""
+#: AutoscalingRunnerSet: are its runners held below what it asks (--max-runners-per-scale-set)?
+RUNNERS_CAPPED = "RunnersCapped"
+REASON_CAPPED = "MaxRunnersPerScaleSet"
+REASON_WITHIN_LIMIT = "WithinLimit"
 #: AutoscalingRunnerSet: is its listener running? (reason: the listener's phase)
 LISTENER_RUNNING = "ListenerRunning"
 

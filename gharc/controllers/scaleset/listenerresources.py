@@ -127,6 +127,32 @@ def listener_labels(ars: Mapping[str, Any], options: ScaleSetOptions) -> dict[st
 # --- the AutoscalingListener (built by the ARS reconciler) -------------------------------
 
 
+def capped_max_runners(ars: Mapping[str, Any], options: ScaleSetOptions) -> int:
+    """The set's ``maxRunners`` within ``--max-runners-per-scale-set``: the listener never
+    asks for more, whatever minRunners, a scheduled override or the job queue say."""
+    asked = c.max_runners_or_unlimited(_spec(ars).get("maxRunners"))
+    cap = options.max_runners_per_scale_set
+    return min(asked, cap) if cap > 0 else asked
+
+
+def runner_cap_exceeded(ars: Mapping[str, Any], options: ScaleSetOptions) -> str | None:
+    """Why the set's runners are capped below what it asks, or None."""
+    cap = options.max_runners_per_scale_set
+    if cap <= 0:
+        return None
+    view = AutoscalingRunnerSetView(ars)
+    asked = c.max_runners_or_unlimited(_spec(ars).get("maxRunners"))
+    if asked <= cap and view.min_runners <= cap:
+        return None
+    what = f"maxRunners {asked}" if asked != c.MAX_RUNNERS_UNLIMITED else "no maxRunners"
+    if view.min_runners > cap:
+        what += f" and minRunners {view.min_runners}"
+    return (
+        f"{what} exceed the controller's limit of {cap} runners per scale set "
+        f"(--max-runners-per-scale-set): at most {cap} runners are created"
+    )
+
+
 def desired_listener(ars: Mapping[str, Any], options: ScaleSetOptions) -> JSON:
     """ARC ``newAutoscalingListener``: the listener of an ARS, in the controller namespace.
 
@@ -147,8 +173,8 @@ def desired_listener(ars: Mapping[str, Any], options: ScaleSetOptions) -> JSON:
         "autoscalingRunnerSetNamespace": meta.get("namespace"),
         "autoscalingRunnerSetName": meta.get("name"),
         "ephemeralRunnerSetName": c.ephemeral_runner_set_name(str(meta.get("name"))),
-        "minRunners": view.min_runners,
-        "maxRunners": c.max_runners_or_unlimited(spec.get("maxRunners")),
+        "minRunners": min(view.min_runners, capped_max_runners(ars, options)),
+        "maxRunners": capped_max_runners(ars, options),
         "image": options.listener_image,
         "imagePullSecrets": [{"name": n} for n in options.listener_image_pull_secrets],
         "proxy": spec.get("proxy"),

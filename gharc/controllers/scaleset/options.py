@@ -92,6 +92,8 @@ class ScaleSetOptions:
     and GitHub dropped its registration before it is finished (``hangs.py``, ARC #4603).
     Checked by the registration reconcile, so off with it; 0 turns it off."""
     node_loss_timeout: float = ControllerSettings.node_loss_timeout
+    max_runners_per_scale_set: int = ControllerSettings.max_runners_per_scale_set
+    """``--max-runners-per-scale-set``: caps every set's maxRunners (0: no cap)."""
     """``--node-loss-timeout``: seconds a node may be not Ready before the runner and
     listener pods on it are declared dead (``nodeloss.py``, G18); a deleted node's pods at
     once. 0 turns it off (no Node watch)."""
