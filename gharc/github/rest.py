@@ -271,22 +271,29 @@ class RestClient:
         raw = await self._paginate(path, endpoint, "runner_groups", 100, params)
         return [RestRunnerGroup.model_validate(g) for g in raw]
 
-    async def list_workflow_runs(self, owner: str, repo: str, status: str) -> list[WorkflowRun]:
+    async def list_workflow_runs(
+        self, owner: str, repo: str, status: str, *, fresh: bool = False
+    ) -> list[WorkflowRun]:
+        """``fresh``: revalidated (a 304 costs no quota) rather than a cached answer."""
         raw = await self._paginate(
             f"/repos/{owner}/{repo}/actions/runs",
             "/repos/{owner}/{repo}/actions/runs",
             "workflow_runs",
             100,
             {"status": status},
+            fresh=fresh,
         )
         return [WorkflowRun.model_validate(r) for r in raw]
 
-    async def list_workflow_jobs(self, owner: str, repo: str, run_id: int) -> list[WorkflowJob]:
+    async def list_workflow_jobs(
+        self, owner: str, repo: str, run_id: int, *, fresh: bool = False
+    ) -> list[WorkflowJob]:
         raw = await self._paginate(
             f"/repos/{owner}/{repo}/actions/runs/{run_id}/jobs",
             "/repos/{owner}/{repo}/actions/runs/{run_id}/jobs",
             "jobs",
             50,
+            fresh=fresh,
         )
         return [WorkflowJob.model_validate(j) for j in raw]
 

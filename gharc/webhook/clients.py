@@ -94,7 +94,7 @@ class OwnerClients:
             page += 1
 
     async def workflow_runs(self, owner: str, repo: str, status: str) -> list[WorkflowRun]:
-        return await self.get(owner).list_workflow_runs(owner, repo, status)
+        return await self.get(owner).list_workflow_runs(owner, repo, status, fresh=True)
 
     async def workflow_jobs(self, owner: str, repo: str, run_id: int) -> list[WorkflowJob]:
-        return await self.get(owner).list_workflow_jobs(owner, repo, run_id)
+        return await self.get(owner).list_workflow_jobs(owner, repo, run_id, fresh=True)

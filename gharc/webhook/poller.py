@@ -8,7 +8,10 @@ lists the queued jobs of the repositories the workflow_job HRAs serve (GitHub RE
 delivery would, and submits a +1 named after the job. The batch scaler adds nothing for a
 job that already has its reservation or already completed, so a job is reserved for at
 most once whichever of the delivery and the poll comes first, and a lost delivery costs at
-most ``interval`` plus one batch window.
+most ``interval`` plus one batch window. The first round runs at start, so jobs whose
+deliveries were lost while no server ran are found at once. The listings are revalidated
+with their ETags, never served from the HTTP cache (which would add up to a minute): an
+unchanged listing answers 304, which costs no rate-limit quota.
 
 Which repositories: a repository-scoped target's own; for organization and enterprise
 targets, the HRA's ``metrics[].repositoryNames`` and every repository of that organization
@@ -103,8 +106,13 @@ class QueuedJobPoller:
         self.rounds = 0
 
     async def run(self) -> None:
+        """A first round at start (deliveries sent while no server ran are lost, and the
+        jobs they announced are queued now), then one every ``interval``."""
+        first = True
         while True:
-            await asyncio.sleep(self.interval)
+            if not first:
+                await asyncio.sleep(self.interval)
+            first = False
             try:
                 result = await self.poll()
             except asyncio.CancelledError:

@@ -365,3 +365,22 @@ def test_ca_bundle_pem_and_path(tmp_path: object) -> None:
     assert ssl_context(None) is default  # one per process: each costs 1-3 MiB of CA store
     with pytest.raises(ValueError):
         ssl_context("/no/such/file.pem")
+
+
+async def test_a_fresh_runs_listing_sees_a_job_queued_within_max_age(
+    rest: RestClient, gh: FakeGitHubServer
+) -> None:
+    """The legacy queued-job poll lists fresh: from the HTTP cache a job queued since the
+    last round would stay hidden for up to max-age (60 s); an unchanged listing is a 304."""
+    owner, repo = DEFAULT_REPO.split("/")
+    runs = "/api/v3/repos/{owner}/{repo}/actions/runs"
+    assert await rest.list_workflow_runs(owner, repo, "queued") == []
+    gh.enqueue_job(DEFAULT_REPO, ["self-hosted"])
+    assert await rest.list_workflow_runs(owner, repo, "queued") == []  # cached
+    fresh = await rest.list_workflow_runs(owner, repo, "queued", fresh=True)
+    assert len(fresh) == 1
+    remaining = gh.state.pats[gh.token].bucket.remaining
+    again = await rest.list_workflow_runs(owner, repo, "queued", fresh=True)
+    assert [r.id for r in again] == [r.id for r in fresh]
+    assert gh.calls(runs, status=304) == 1
+    assert gh.state.pats[gh.token].bucket.remaining == remaining  # the 304 was free

@@ -19,7 +19,7 @@ def test_defaults_are_arcs_and_the_secret_falls_back_to_the_environment() -> Non
     assert parse_args(["--github-webhook-secret-token", "flag"], {}).secret == "flag"
     assert parse_args(["--webhook-secret", "alias"], {}).secret == "alias"
     assert (args.read_timeout, args.max_concurrent_reads, args.ack_timeout) == (10.0, 4, 8.0)
-    assert args.max_body_bytes == 25 * 1024 * 1024 and args.queued_job_poll_interval == 60.0
+    assert args.max_body_bytes == 25 * 1024 * 1024 and args.queued_job_poll_interval == 20.0
 
 
 def test_metrics_are_off_unless_an_address_is_given() -> None:

@@ -135,3 +135,23 @@ async def test_rest_clients_are_kept_for_a_bounded_number_of_owners() -> None:
     assert sum(not c.closed for c in made) == 3
     await clients.aclose()
     assert all(c.closed for c in made)
+
+
+async def test_the_first_round_runs_at_start_not_after_an_interval() -> None:
+    """Deliveries sent while no webhook server ran are lost: their jobs are found by the
+    round at start, not an interval later."""
+    kube, jobs = world(), Jobs()
+    jobs.add("acme/app", 7)
+    poller, task = await _poller(kube, jobs)
+    runner = asyncio.create_task(poller.run())
+    try:
+        for _ in range(200):
+            if kube.reservations():
+                break
+            await asyncio.sleep(0.01)
+        assert [r["name"] for r in kube.reservations()] == ["job-7"]
+        assert poller.rounds == 1  # the next waits its interval (3600 s here)
+    finally:
+        runner.cancel()
+        task.cancel()
+        await asyncio.gather(runner, task, return_exceptions=True)
