@@ -18,6 +18,13 @@ pytestmark = pytest.mark.timeout(900)  # the first run may build helm
 
 JSON = dict[str, Any]
 
+VAULT = {
+    "url": "https://gharc.vault.azure.net",
+    "tenant_id": "tenant-1",
+    "client_id": "client-1",
+    "certificate_path": "/etc/vault/cert.pem",
+}
+
 
 def render(helm: Helm, case: str, **override: Any) -> list[JSON]:
     chart, namespace, values = CASES[case]
@@ -318,9 +325,19 @@ LONG = "a" * 46
             'named "runner"',
         ),
         (
-            {"keyVault": {"type": "azure_key_vault"}},
+            {"keyVault": {"type": "hashicorp"}, "githubConfigSecret": "gh"},
             "arc",
-            "keyVault (Azure Key Vault credentials) is not supported",
+            'keyVault.type "hashicorp" is not supported',
+        ),
+        (
+            {"keyVault": {"type": "azure_key_vault"}, "githubConfigSecret": "gh"},
+            "arc",
+            "keyVault.azure_key_vault.url is required",
+        ),
+        (
+            {"keyVault": {"type": "azure_key_vault", "azure_key_vault": dict(VAULT)}},
+            "arc",
+            "githubConfigSecret is the name of the Key Vault secret",
         ),
         (
             {"controllerServiceAccount": {"name": "x", "namespace": ""}},
@@ -370,3 +387,41 @@ def test_bad_controller_values_fail_readably(
     result = helm.template(CONTROLLER_CHART, values=override)
     assert not result.ok, f"rendered although {override} is invalid"
     assert message in result.stderr, result.stderr
+
+
+@pytest.mark.parametrize(
+    "azure",
+    [
+        {"azure_key_vault": VAULT},  # as ARC's values.yaml documents it
+        {
+            "azureKeyVault": {
+                "url": VAULT["url"],
+                "tenantId": "tenant-1",
+                "clientId": "client-1",
+                "certificatePath": "/etc/vault/cert.pem",
+            }
+        },  # as ARC's template reads
+    ],
+)
+def test_key_vault_values_render_the_sets_vault_config(helm: Helm, azure: dict[str, Any]) -> None:
+    proxy = {"https": {"url": "http://proxy:3128"}, "noProxy": ["example.com"]}
+    with_proxy = {k: {**v, "proxy": proxy} for k, v in azure.items()}
+    docs = render(
+        helm,
+        "scale-set-pat",
+        keyVault={"type": "azure_key_vault", **with_proxy},
+        githubConfigSecret="gh-credentials",
+    )
+    spec = one(docs, "AutoscalingRunnerSet")["spec"]
+    assert spec["githubConfigSecret"] == "gh-credentials"
+    assert spec["vaultConfig"] == {
+        "type": "azure_key_vault",
+        "azureKeyVault": {
+            "url": VAULT["url"],
+            "tenantId": "tenant-1",
+            "clientId": "client-1",
+            "certificatePath": "/etc/vault/cert.pem",
+        },
+        "proxy": proxy,
+    }
+    assert not [d for d in docs if d["kind"] == "Secret"], "no credentials Secret with a vault"
