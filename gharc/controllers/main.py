@@ -400,8 +400,8 @@ async def run_legacy_controller(
             controllers.github,
             recorder=recorder,
             metrics=HRAMetrics(manager.registry),
-            default_scale_down_delay=args.default_scale_down_delay,
-            sync_period=args.sync_period,
+            default_scale_down_delay=options.default_scale_down_delay,
+            sync_period=options.sync_period,
         )
         if on_manager is not None:
             on_manager(manager)

@@ -158,3 +158,17 @@ def test_the_wheel_carries_the_product_only(tmp_path: Path) -> None:
     assert "gharc/controllers/main.py" in names
     assert any(n.startswith("gharc/api/crds/") and n.endswith(".yaml") for n in names)
     assert not [n for n in names if n.startswith(("gharc/sim/", "gharc/testing/"))]
+
+
+def test_reconcilers_read_numbers_from_their_options_only() -> None:
+    """The flag declarations feed one options class per mode; a reconciler that read a
+    default from the CLI settings module would ignore what tests and the wiring pass."""
+    offenders = [
+        f"{path.relative_to(ROOT)}:{line}"
+        for folder in ("scaleset", "legacy")
+        for path in sorted((ROOT / "gharc" / "controllers" / folder).glob("*.py"))
+        if path.name != "options.py"
+        for line, module in imports_of(path)
+        if module.startswith("gharc.controllers.settings")
+    ]
+    assert not offenders, offenders

@@ -6,7 +6,7 @@ ask the metrics for a suggestion, add capacity reservations, clamp, hold scale-d
 inside the delay window, then write the target's ``spec.replicas`` (and ``effectiveTime``
 for ephemeral targets, B5) and the HRA's status. ``default_scale_down_delay`` and
 ``sync_period`` default to the declarations of ``--default-scale-down-delay`` and
-``--sync-period`` (:class:`~gharc.controllers.settings.ControllerSettings`), so a reconciler
+``--sync-period`` (:class:`~gharc.controllers.legacy.options.LegacyOptions`), so a reconciler
 built directly, as tests do, behaves as the process started without flags.
 
 Differences from ARC, each for a reason:
@@ -54,8 +54,8 @@ from gharc.controllers.legacy.hra_metrics import (
     validate_metrics,
 )
 from gharc.controllers.legacy.hra_prometheus import HRAMetrics
+from gharc.controllers.legacy.options import LegacyOptions
 from gharc.controllers.legacy.timeutil import from_timestamp
-from gharc.controllers.settings import ControllerSettings
 from gharc.kube.builder import Builder
 from gharc.kube.client import KubeClient, Reader
 from gharc.kube.controller import Controller
@@ -103,8 +103,8 @@ class HRAReconciler:
         *,
         recorder: Recorder | None = None,
         metrics: HRAMetrics | None = None,
-        default_scale_down_delay: float = ControllerSettings.default_scale_down_delay,
-        sync_period: float = ControllerSettings.sync_period,
+        default_scale_down_delay: float = LegacyOptions.default_scale_down_delay,
+        sync_period: float = LegacyOptions.sync_period,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.client = client
@@ -375,8 +375,8 @@ def setup(
     *,
     recorder: Recorder | None = None,
     metrics: HRAMetrics | None = None,
-    default_scale_down_delay: float = ControllerSettings.default_scale_down_delay,
-    sync_period: float = ControllerSettings.sync_period,
+    default_scale_down_delay: float = LegacyOptions.default_scale_down_delay,
+    sync_period: float = LegacyOptions.sync_period,
     clock: Callable[[], float] = time.time,
 ) -> Controller:
     """Register the HRA controller on ``manager`` (``For(HRA)`` only, as ARC).

@@ -40,6 +40,10 @@ class LegacyOptions:
     docker_registry_mirror: str = ControllerSettings.docker_registry_mirror
     runner_status_update_hook: bool = ControllerSettings.runner_status_update_hook
     common_runner_labels: tuple[str, ...] = ControllerSettings.common_runner_labels
+    default_scale_down_delay: float = ControllerSettings.default_scale_down_delay
+    """``--default-scale-down-delay``: the HorizontalRunnerAutoscaler's default."""
+    sync_period: float = ControllerSettings.sync_period
+    """``--sync-period``: how often a HorizontalRunnerAutoscaler is recomputed."""
     version: str = "gharc"
     """Reported in ``GITHUB_ACTIONS_RUNNER_EXTRA_USER_AGENT``."""
 

@@ -30,7 +30,7 @@ from gharc.api.scaleset import constants as c
 from gharc.api.scaleset.views import EphemeralRunnerView
 from gharc.controllers.scaleset import runnerresources as rr
 from gharc.controllers.scaleset.events import WARNING, EventRecorder, emit
-from gharc.controllers.settings import ControllerSettings
+from gharc.controllers.scaleset.options import ScaleSetOptions
 from gharc.kube import errors as kerr
 from gharc.kube.client import KubeClient
 from gharc.kube.resources import PODS
@@ -40,7 +40,7 @@ log = logging.getLogger(__name__)
 JSON = dict[str, Any]
 
 #: The ``--runner-hang-timeout`` default (why this value: its declaration).
-DEFAULT_HANG_TIMEOUT = ControllerSettings.runner_hang_timeout
+DEFAULT_HANG_TIMEOUT = ScaleSetOptions.runner_hang_timeout
 
 HUNG_RUNNERS = Counter(
     "gharc_hung_runners",

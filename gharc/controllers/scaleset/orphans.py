@@ -41,7 +41,7 @@ from gharc.controllers.scaleset.deps import ScaleSetDeps
 from gharc.controllers.scaleset.ephemeralrunner import now as wall_now
 from gharc.controllers.scaleset.events import WARNING, EventRecorder, emit
 from gharc.controllers.scaleset.hangs import DEFAULT_HANG_TIMEOUT, HangReaper
-from gharc.controllers.settings import ControllerSettings
+from gharc.controllers.scaleset.options import ScaleSetOptions
 from gharc.github import errors as gh
 from gharc.github.actions import ActionsClient
 from gharc.kube.cache import Cache
@@ -55,8 +55,8 @@ JSON = dict[str, Any]
 
 #: The defaults of ``--runner-registration-sync-interval`` and ``--runner-registration-grace``
 #: (why these values: their declarations).
-DEFAULT_INTERVAL = ControllerSettings.runner_registration_sync_interval
-DEFAULT_GRACE = ControllerSettings.runner_registration_grace
+DEFAULT_INTERVAL = ScaleSetOptions.registration_sync_interval
+DEFAULT_GRACE = ScaleSetOptions.registration_sync_grace
 
 
 @dataclass(frozen=True, slots=True)
