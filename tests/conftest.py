@@ -13,6 +13,9 @@ from testworld.controlplane import ControlPlane, install_crds_sync, running_cont
 
 log = logging.getLogger("gharc.tests")
 
+#: Reports which facts of the real GitHub each scenario relies on (testworld/contract.py).
+pytest_plugins = ["testworld.contract"]
+
 
 def _gharc_crds() -> list[dict[str, Any]]:
     """Every CRD gharc ships, or none while the API package does not provide them yet."""

@@ -11,6 +11,7 @@ from testworld.chaos.cases import leader_kill
 pytestmark = [pytest.mark.chaos, pytest.mark.cluster]
 
 
+@pytest.mark.relies_on("session-409")
 async def test_leader_kill_mid_burst(run_case: RunCase) -> None:
     result = await run_case(leader_kill, "chaos-leader-kill")
     # The successor resumed the sessions instead of creating new ones against a 409.

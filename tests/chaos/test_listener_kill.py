@@ -11,6 +11,7 @@ from testworld.chaos.cases import listener_kill
 pytestmark = [pytest.mark.chaos, pytest.mark.cluster]
 
 
+@pytest.mark.relies_on("session-409")
 async def test_listener_kill_mid_burst(run_case: RunCase) -> None:
     result = await run_case(listener_kill, "chaos-listener-kill")
     assert result.extra["session_409s"] == 0, result.extra

@@ -18,6 +18,7 @@ from testworld.world import SECRET_NAME, World
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 
 
+@pytest.mark.relies_on("truncate-50", "capacity")
 async def test_hundred_jobs_max_ten_runners(world: World) -> None:
     ns = world.controller_namespace
     await world.apply_scale_set(ns, "hundred", max_runners=10)

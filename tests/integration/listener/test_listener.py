@@ -269,6 +269,7 @@ def _value(samples: list[tuple[str, dict[str, str], float]], metric: str, **labe
     return total
 
 
+@pytest.mark.relies_on("truncate-50")
 async def test_a_truncated_backlog_scales_from_statistics_not_messages(world: World) -> None:
     """The service delivers 50 job messages of a 120-job backlog and never the rest; the
     listener scales from the statistics, which count all 120 (github.com: the service
@@ -281,6 +282,7 @@ async def test_a_truncated_backlog_scales_from_statistics_not_messages(world: Wo
         assert listener.polls >= 1
 
 
+@pytest.mark.relies_on("truncate-50")
 async def test_a_truncated_backlog_is_acquired_in_full(world: World) -> None:
     """With an acquire step (GHES and older services), the 70 jobs the truncated delivery
     never offered are still acquired: the statistics count them as available, so the

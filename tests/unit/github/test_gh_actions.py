@@ -289,6 +289,7 @@ async def test_client_repr_has_no_secrets(client: ActionsClient, gh: FakeGitHubS
     assert gh.token not in repr(client) and conn.token not in repr(conn)
 
 
+@pytest.mark.pins("last-message-id-ack")
 async def test_a_message_acknowledged_by_last_message_id_is_gone_for_delete(
     client: ActionsClient, gh: FakeGitHubServer
 ) -> None:

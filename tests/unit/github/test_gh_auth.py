@@ -159,6 +159,7 @@ async def test_app_installation_exchange_against_fake(
     assert len(gh.state.installation_tokens) == 1
 
 
+@pytest.mark.pins("app-client-id")
 async def test_app_client_id_as_issuer_against_fake(
     gh: FakeGitHubServer, make_client: ClientFactory
 ) -> None:

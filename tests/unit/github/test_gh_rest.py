@@ -367,6 +367,7 @@ def test_ca_bundle_pem_and_path(tmp_path: object) -> None:
         ssl_context("/no/such/file.pem")
 
 
+@pytest.mark.relies_on("rest-304-free")
 async def test_a_fresh_runs_listing_sees_a_job_queued_within_max_age(
     rest: RestClient, gh: FakeGitHubServer
 ) -> None:

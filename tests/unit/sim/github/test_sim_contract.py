@@ -6,6 +6,7 @@ import base64
 import json
 
 import httpx
+import pytest
 from sim_helpers import Raw
 
 from testworld.sim.github import DEFAULT_REPO, FakeGitHubServer
@@ -119,6 +120,7 @@ async def test_rest_runners_shape_and_cache_headers(
     assert r2.status_code == 304 and r2.content == b""
 
 
+@pytest.mark.pins("rest-304-free")
 async def test_workflow_run_and_job_listings_answer_304_for_free_until_a_job_changes(
     gh: FakeGitHubServer, http: httpx.AsyncClient
 ) -> None:

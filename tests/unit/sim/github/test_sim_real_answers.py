@@ -11,6 +11,7 @@ import base64
 import json
 from typing import Any
 
+import pytest
 from sim_helpers import Raw
 
 from testworld.sim.github import DEFAULT_REPO, FakeGitHubServer
@@ -23,6 +24,7 @@ def _named(body: dict[str, Any], key: str) -> None:
     assert body["typeName"] == f"{NAMESPACE}.{key}, {NAMESPACE}"
 
 
+@pytest.mark.pins("session-409")
 async def test_second_session_is_409_runner_scale_set_session_conflict(raw: Raw) -> None:
     # actions/scaleset and ARC's listener match "RunnerScaleSetSessionConflictException"
     # ("... already has an active session."); actions-service-api.md section 9.

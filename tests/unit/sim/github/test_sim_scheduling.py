@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import pytest
 from sim_helpers import Raw
 
 from testworld.sim.github import DEFAULT_REPO, FakeGitHubServer
@@ -47,6 +48,7 @@ def _time_passes(gh: FakeGitHubServer, job: Job, seconds: float) -> None:
 # ---- capacity -------------------------------------------------------------------------------
 
 
+@pytest.mark.pins("capacity")
 async def test_capacity_zero_assigns_nothing_until_it_is_raised(
     raw: Raw, gh: FakeGitHubServer
 ) -> None:
@@ -71,6 +73,7 @@ async def test_capacity_zero_assigns_nothing_until_it_is_raised(
     assert stats is not None and stats["totalAssignedJobs"] == 1
 
 
+@pytest.mark.pins("capacity")
 async def test_jobs_past_the_capacity_wait_for_a_job_of_the_set_to_end(
     raw: Raw, gh: FakeGitHubServer
 ) -> None:
@@ -87,6 +90,7 @@ async def test_jobs_past_the_capacity_wait_for_a_job_of_the_set_to_end(
     assert [j.status for j in jobs[1:]] == ["assigned", "assigned", "acquired", "acquired"]
 
 
+@pytest.mark.pins("capacity")
 async def test_github_com_flow_also_assigns_within_capacity(raw: Raw, gh: FakeGitHubServer) -> None:
     gh.state.skip_acquire = True
     ss = await raw.scale_set()
@@ -105,6 +109,7 @@ def test_reassignment_is_on_with_the_modelled_timings() -> None:
     assert state.reassign_limit == REASSIGN_LIMIT == 3
 
 
+@pytest.mark.pins("reassign")
 async def test_an_assignment_no_runner_takes_is_canceled_then_assigned_again(
     raw: Raw, gh: FakeGitHubServer
 ) -> None:
@@ -186,6 +191,7 @@ async def test_forced_reassignments_hold_the_job_from_runners(
     assert gh.state.take_job(runner) is job
 
 
+@pytest.mark.pins("reassign")
 async def test_lagging_statistics_stall_recovers_through_reassignment(
     raw: Raw, gh: FakeGitHubServer
 ) -> None:
@@ -212,6 +218,7 @@ async def test_lagging_statistics_stall_recovers_through_reassignment(
 # ---- truncation -----------------------------------------------------------------------------
 
 
+@pytest.mark.pins("truncate-50")
 async def test_a_backlog_is_truncated_at_50_and_counted_in_statistics(
     raw: Raw, gh: FakeGitHubServer
 ) -> None:
