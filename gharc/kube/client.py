@@ -303,18 +303,19 @@ class KubeClient(Reader):
         while True:
             if self._bucket is not None:
                 await self._bucket.wait(_namespace_of(path))
-            timeout = None if watch else self.request_timeout
-            if writes:
-                timeout = min(self.request_timeout, self.fence.check(method, path))
             slot: contextlib.AbstractAsyncContextManager[None] = (
                 self._in_flight.slot(_namespace_of(path))
                 if self._in_flight is not None and not watch
                 else contextlib.nullcontext()
             )
-            began = time.monotonic()
-            try:
-                async with slot:  # the wait for a slot is not the server's latency
-                    began = time.monotonic()
+            async with slot:
+                # Checked once the request may go: a write that waited for its slot while
+                # the Lease was lost must not be sent (and the wait is not server latency).
+                timeout = None if watch else self.request_timeout
+                if writes:
+                    timeout = min(self.request_timeout, self.fence.check(method, path))
+                began = time.monotonic()
+                try:
                     resp = await self.transport.send_request(
                         method,
                         path,
@@ -324,9 +325,9 @@ class KubeClient(Reader):
                         timeout=timeout,
                         read_timeout=watch_read_timeout,
                     )
-            except BaseException:
-                self._count(verb, label, "error", began, method)
-                raise
+                except BaseException:
+                    self._count(verb, label, "error", began, method)
+                    raise
             self._count(verb, label, str(resp.status), began, method)
             if 200 <= resp.status < 300:
                 return resp

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from typing import Any
 
 import pytest
@@ -89,3 +90,28 @@ async def test_idle_namespaces_are_forgotten() -> None:
 def test_a_limit_below_one_is_refused() -> None:
     with pytest.raises(ValueError, match="at least 1"):
         NamespaceInFlight(0)
+
+
+async def test_a_write_that_waited_for_a_slot_is_fenced_when_it_gets_one() -> None:
+    """The fence is checked when the request is about to go, not before its wait for a
+    slot: a leader that lost its Lease while a write queued must not send it."""
+    from gharc.kube.fence import NotLeading
+
+    server = SlowServer()
+    kube = KubeClient(server, max_in_flight_per_namespace=1)
+    kube.fence.arm()
+    kube.fence.extend_to(time.monotonic() + 60)
+    first = asyncio.create_task(_send(kube, "burst"))
+    for _ in range(5):
+        await asyncio.sleep(0)
+    queued = asyncio.create_task(
+        kube._send("PATCH", "/api/v1/namespaces/burst/pods/p", verb="patch", label="pods")
+    )
+    for _ in range(5):
+        await asyncio.sleep(0)
+    kube.fence.close()  # the Lease is lost while the write waits for its slot
+    server.release.set()
+    await first
+    with pytest.raises(NotLeading):
+        await queued
+    assert len(server.sent) == 1, "the fenced write reached the server"
