@@ -11,16 +11,19 @@ A test that needs a controller spanning namespaces (``@pytest.mark.exclusive``) 
 reconcile every other World's objects, so it is ordered before the background starts
 (see ``pytest_collection_modifyitems``), and it waits the background out if run after it.
 
-Every test and fixture here runs on the session event loop (``loop_scope="session"``) so
-the background task keeps running between tests.
+The B1 scenario runs on a thread with its own event loop, so it keeps running between
+tests and through the other tiers' synchronous fixtures.
 """
 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
+import contextlib
 import logging
 import tempfile
-from collections.abc import AsyncIterator
+import threading
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -86,44 +89,84 @@ async def world(worlds: WorldFactory, request: pytest.FixtureRequest) -> World:
 
 # -- the background B1 run ----------------------------------------------------------------
 class Background:
-    """A scenario task started once per session, collected by its own test at the end."""
+    """A scenario started once per session on its own thread and event loop, collected by
+    its own test at the end.
+
+    Its own loop because the session loop is not always free: a synchronous fixture of a
+    later tier (the real node's image build holds it for minutes) would freeze the fake
+    GitHub this scenario serves, and its listener would time out against a fake that no
+    longer answers instead of against the revoked token the scenario is about."""
 
     def __init__(self) -> None:
-        self.task: asyncio.Task[Any] | None = None
-        self.factory: WorldFactory | None = None
+        self.result: concurrent.futures.Future[Any] = concurrent.futures.Future()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._task: asyncio.Task[Any] | None = None
+        self._thread: threading.Thread | None = None
+
+    def start(self, kubeconfig: str) -> None:
+        self._thread = threading.Thread(
+            target=self._run, args=(kubeconfig,), name="e2e-b1", daemon=True
+        )
+        self._thread.start()
+
+    def _run(self, kubeconfig: str) -> None:
+        from _e2e_b1 import run_b1_scenario
+
+        async def scenario() -> Any:
+            factory = WorldFactory(kubeconfig, LOG_DIR)
+            try:
+                return await run_b1_scenario(factory)
+            finally:
+                await factory.close()
+
+        async def main() -> None:
+            self._loop = asyncio.get_running_loop()
+            self._task = asyncio.current_task()
+            try:
+                self.result.set_result(await scenario())
+            except BaseException as exc:  # handed to the collecting test, not lost
+                self.result.set_exception(exc)
+
+        with contextlib.suppress(BaseException):
+            asyncio.run(main())
+        if not self.result.done():
+            self.result.set_exception(RuntimeError("the B1 scenario's loop ended early"))
+
+    async def wait(self, timeout: float) -> Any:
+        """The scenario's result (or its exception), waiting off the session loop."""
+        return await asyncio.wait_for(asyncio.wrap_future(self.result), timeout)
+
+    def stop(self) -> None:
+        loop, task = self._loop, self._task
+        if loop is not None and task is not None and not self.result.done():
+            loop.call_soon_threadsafe(task.cancel)
+        if self._thread is not None:
+            self._thread.join(60)
 
 
-@pytest_asyncio.fixture(scope="session", loop_scope="session")
-async def b1_background(
-    control_plane: ControlPlane, tmp_path_factory: pytest.TempPathFactory
-) -> AsyncIterator[Background]:
-    from _e2e_b1 import run_b1_scenario
-
+@pytest.fixture(scope="session")
+def b1_background(control_plane: ControlPlane) -> Iterator[Background]:
     bg = Background()
-    bg.factory = WorldFactory(control_plane.kubeconfig_path, LOG_DIR)
-    bg.task = asyncio.create_task(run_b1_scenario(bg.factory), name="e2e-b1")
+    bg.start(control_plane.kubeconfig_path)
     try:
         yield bg
     finally:
-        if not bg.task.done():
-            bg.task.cancel()
-        await asyncio.gather(bg.task, return_exceptions=True)
-        await bg.factory.close()
+        bg.stop()
 
 
 @pytest.fixture(autouse=True)
 def _b1_overlap(request: pytest.FixtureRequest) -> None:
     """Start the B1 background with the first confined test when B1 is selected.
 
-    A plain fixture on purpose: pytest-asyncio sets an async fixture up from outside the
-    loop, which ``getfixturevalue`` inside a running loop could not do."""
+    A plain fixture on purpose: ``getfixturevalue`` runs fixtures from here, outside any
+    loop."""
     if E2E_DIR not in Path(str(request.node.fspath)).parents:
         return
     if not any(i.get_closest_marker("b1_result") for i in request.session.items):
         return
     if request.node.get_closest_marker("exclusive"):
         bg = _started_background(request)
-        if bg is not None and bg.task is not None and not bg.task.done():
+        if bg is not None and not bg.result.done():
             pytest.fail("an exclusive test must run before the B1 background starts")
         return
     request.getfixturevalue("b1_background")

@@ -1,11 +1,10 @@
 """B1 end to end: a listener failing with 401 is restarted with growing gaps, then recovers.
 
-The scenario (tests/e2e/_e2e_b1.py) runs in the background of the session, next to the
-other tests; this test, ordered last, collects it."""
+The scenario (tests/e2e/_e2e_b1.py) runs in the background of the session on its own thread
+and event loop, next to the other tests; this test, ordered last, collects it."""
 
 from __future__ import annotations
 
-import asyncio
 import itertools
 
 import pytest
@@ -17,9 +16,9 @@ pytestmark = pytest.mark.asyncio(loop_scope="session")
 @pytest.mark.b1_result
 @pytest.mark.timeout(600)
 async def test_listener_401_backs_off_and_recovers(b1_background: object) -> None:
-    task = getattr(b1_background, "task", None)
-    assert isinstance(task, asyncio.Task)
-    res = await asyncio.wait_for(task, 560)
+    wait = getattr(b1_background, "wait", None)
+    assert wait is not None
+    res = await wait(560)
     assert isinstance(res, B1Result)
     seen = sorted(res.pod_first_seen.values())
     gaps = [round(b - a, 1) for a, b in itertools.pairwise(seen)]
