@@ -62,6 +62,7 @@ from gharc.kube.controller import Controller
 from gharc.kube.errors import NotFound
 from gharc.kube.events import NORMAL, WARNING
 from gharc.kube.labels import Selector
+from gharc.kube.objectreconciler import reconcile_fetched, request_of
 from gharc.kube.objects import format_time, is_deleting, parse_time, spec_of, status_of
 from gharc.kube.objects import meta as meta_of
 from gharc.kube.predicate import GenerationChangedPredicate, ResourceVersionChangedPredicate
@@ -207,12 +208,12 @@ class HRAReconciler:
     # ---- reconcile ----------------------------------------------------------------------
 
     async def reconcile(self, request: Request) -> Result | None:
-        try:
-            hra = await self.reader.get(
-                HORIZONTAL_RUNNER_AUTOSCALERS, request.name, namespace=request.namespace
-            )
-        except NotFound:
-            return None
+        return await reconcile_fetched(
+            self.reader.get, HORIZONTAL_RUNNER_AUTOSCALERS, request, self.reconcile_hra
+        )
+
+    async def reconcile_hra(self, hra: JSON) -> Result | None:
+        request = request_of(hra)
         if is_deleting(hra):
             return None
         if self.metrics is not None:

@@ -34,6 +34,7 @@ from gharc.kube import errors
 from gharc.kube.client import KubeClient
 from gharc.kube.events import NORMAL, WARNING, EventRecorder
 from gharc.kube.finalizers import add_finalizer, has_finalizer, remove_finalizer
+from gharc.kube.objectreconciler import reconcile_fetched, request_of
 from gharc.kube.objects import spec_of, status_of
 from gharc.kube.reconcile import Request, Result
 from gharc.kube.resources import PODS, SECRETS
@@ -94,10 +95,10 @@ class RunnerReconciler:
             self.recorder.record(obj, kind, reason, message)
 
     async def reconcile(self, request: Request) -> Result | None:
-        try:
-            runner = await self.cache.get(RUNNERS, request.name, namespace=request.namespace)
-        except errors.NotFound:
-            return None
+        return await reconcile_fetched(self.cache.get, RUNNERS, request, self.reconcile_runner)
+
+    async def reconcile_runner(self, runner: JSON) -> Result | None:
+        request = request_of(runner)
         pod = await self.pods.get(request.namespace, request.name)
         if p.is_deleting(runner):
             # Let the Runner go at once, as ARC does: its pod and registration Secret are

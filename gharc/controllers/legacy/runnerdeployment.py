@@ -23,6 +23,7 @@ from gharc.kube import errors
 from gharc.kube.client import KubeClient
 from gharc.kube.events import NORMAL, EventRecorder
 from gharc.kube.expectations import Expectations
+from gharc.kube.objectreconciler import reconcile_fetched, request_of
 from gharc.kube.objects import meta as meta_of
 from gharc.kube.objects import spec_of, status_of
 from gharc.kube.reconcile import Request, Result
@@ -97,10 +98,12 @@ class RunnerDeploymentReconciler:
         return Result(requeue_after=self.options.short_requeue.total_seconds())
 
     async def reconcile(self, request: Request) -> Result | None:
-        try:
-            rd = await self.cache.get(RUNNER_DEPLOYMENTS, request.name, namespace=request.namespace)
-        except errors.NotFound:
-            return None
+        return await reconcile_fetched(
+            self.cache.get, RUNNER_DEPLOYMENTS, request, self.reconcile_deployment
+        )
+
+    async def reconcile_deployment(self, rd: JSON) -> Result | None:
+        request = request_of(rd)
         if p.is_deleting(rd):
             self.expectations.forget(rd["metadata"]["uid"])
             return None

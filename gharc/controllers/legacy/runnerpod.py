@@ -28,6 +28,7 @@ from gharc.kube import errors
 from gharc.kube.client import KubeClient
 from gharc.kube.events import NORMAL, EventRecorder
 from gharc.kube.finalizers import remove_finalizer
+from gharc.kube.objectreconciler import reconcile_fetched, request_of
 from gharc.kube.objects import deleting_since, finalizers_with, has_finalizer
 from gharc.kube.reconcile import Request, Result, TerminalError
 from gharc.kube.resources import PODS
@@ -60,9 +61,10 @@ class RunnerPodReconciler:
             raise TerminalError(str(err)) from None
 
     async def reconcile(self, request: Request) -> Result | None:
-        pod = await self.pods.get(request.namespace, request.name)
-        if pod is None:
-            return None
+        return await reconcile_fetched(self.pods.get_object, PODS, request, self.reconcile_pod)
+
+    async def reconcile_pod(self, pod: JSON) -> Result | None:
+        request = request_of(pod)
         lbls = p.labels_of(pod)
         if not any(
             k in lbls

@@ -17,9 +17,9 @@ from gharc.controllers.legacy.podowner import (
     sync_runner_pods_owners,
 )
 from gharc.controllers.legacy.resources import owner_ref, template_hash
-from gharc.kube import errors
 from gharc.kube.client import KubeClient
 from gharc.kube.labels import Selector
+from gharc.kube.objectreconciler import reconcile_fetched, request_of
 from gharc.kube.objects import spec_of, status_of
 from gharc.kube.reconcile import Request, Result
 
@@ -56,12 +56,12 @@ class RunnerReplicaSetReconciler:
         self.owners = RunnerOwners(kube, pods)
 
     async def reconcile(self, request: Request) -> Result | None:
-        try:
-            rs = await self.cache.get(
-                RUNNER_REPLICA_SETS, request.name, namespace=request.namespace
-            )
-        except errors.NotFound:
-            return None
+        return await reconcile_fetched(
+            self.cache.get, RUNNER_REPLICA_SETS, request, self.reconcile_replica_set
+        )
+
+    async def reconcile_replica_set(self, rs: JSON) -> Result | None:
+        request = request_of(rs)
         if p.is_deleting(rs):
             return None
         spec = spec_of(rs)

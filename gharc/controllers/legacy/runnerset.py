@@ -40,9 +40,9 @@ from gharc.controllers.legacy.resources import (
 from gharc.controllers.legacy.runnerdeployment import controller_name
 from gharc.controllers.legacy.runnersettoken import RunnerSetTokens, reference_token_secret
 from gharc.github.errors import GitHubError
-from gharc.kube import errors
 from gharc.kube.client import KubeClient
 from gharc.kube.events import WARNING, EventRecorder
+from gharc.kube.objectreconciler import reconcile_fetched, request_of
 from gharc.kube.objects import spec_of, status_of
 from gharc.kube.reconcile import Request, Result
 from gharc.kube.resources import Resource
@@ -165,10 +165,12 @@ class RunnerSetReconciler:
         self.tokens = RunnerSetTokens(kube, github)
 
     async def reconcile(self, request: Request) -> Result | None:
-        try:
-            rs = await self.cache.get(RUNNER_SETS, request.name, namespace=request.namespace)
-        except errors.NotFound:
-            return None
+        return await reconcile_fetched(
+            self.cache.get, RUNNER_SETS, request, self.reconcile_runner_set
+        )
+
+    async def reconcile_runner_set(self, rs: JSON) -> Result | None:
+        request = request_of(rs)
         if p.is_deleting(rs):
             self.tokens.forget(rs["metadata"]["uid"])
             return None

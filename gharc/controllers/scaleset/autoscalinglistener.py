@@ -36,6 +36,7 @@ from gharc.github.pool import ClientPool
 from gharc.kube.client import KubeClient, Reader
 from gharc.kube.errors import AlreadyExists, Conflict, NotFound
 from gharc.kube.finalizers import add_finalizer
+from gharc.kube.objectreconciler import reconcile_fetched
 from gharc.kube.objects import (
     format_time,
     has_finalizer,
@@ -46,7 +47,6 @@ from gharc.kube.objects import (
 from gharc.kube.objects import meta as meta_of
 from gharc.kube.reconcile import Request, Result
 from gharc.kube.resources import PODS, ROLE_BINDINGS, ROLES, SECRETS, SERVICE_ACCOUNTS
-from gharc.kube.store import copy_object
 from gharc.listener.host import HostedListenerStatus, ListenerHost
 from gharc.listener.restart_ladder import restart_delay
 
@@ -110,13 +110,12 @@ class AutoscalingListenerReconciler:
 
     # -- entry point -------------------------------------------------------------------
     async def reconcile(self, request: Request) -> Result | None:
-        try:
-            cached = await self.cache.get(
-                AUTOSCALING_LISTENERS, request.name, namespace=request.namespace
-            )
-        except NotFound:
-            return None
-        listener: JSON = copy_object(cached)  # cache objects are shared: never mutate them
+        # A copy: cache objects are shared, and this reconcile edits the listener it holds.
+        return await reconcile_fetched(
+            self.cache.get, AUTOSCALING_LISTENERS, request, self.reconcile_listener, copy=True
+        )
+
+    async def reconcile_listener(self, listener: JSON) -> Result | None:
         if is_deleting(listener):
             return await self._finalize(listener)
         if not has_finalizer(listener, c.FINALIZER_AUTOSCALING_LISTENER):

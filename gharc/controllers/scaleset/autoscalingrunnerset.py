@@ -74,6 +74,7 @@ from gharc.kube.client import KubeClient, Reader
 from gharc.kube.errors import AlreadyExists, Conflict, Forbidden, NotFound
 from gharc.kube.finalizers import add_finalizer
 from gharc.kube.handler import owner_reference
+from gharc.kube.objectreconciler import reconcile_fetched, request_of
 from gharc.kube.objects import has_finalizer, is_deleting, spec_of, status_of
 from gharc.kube.objects import meta as meta_of
 from gharc.kube.reconcile import Request, Result
@@ -299,10 +300,12 @@ class AutoscalingRunnerSetReconciler:
         return await reconcile_or_wait_for_github(request, self._reconcile)
 
     async def _reconcile(self, request: Request) -> Result | None:
-        try:
-            ars = await self._read(request)
-        except NotFound:
-            return None
+        return await reconcile_fetched(
+            self._read, AUTOSCALING_RUNNER_SETS, request, self.reconcile_runner_set
+        )
+
+    async def reconcile_runner_set(self, ars: JSON) -> Result | None:
+        request = request_of(ars)
         if is_deleting(ars):
             return await self._finalize(ars)
         version = (ars["metadata"].get("labels") or {}).get(c.LABEL_VERSION)
@@ -356,7 +359,7 @@ class AutoscalingRunnerSetReconciler:
         )
         return None
 
-    async def _read(self, request: Request) -> JSON:
+    async def _read(self, resource: Resource, name: str, *, namespace: str | None = None) -> JSON:
         """The ARS from the cache when it is settled, else from the API server.
 
         Settled means finalizer and scale set id in place and the last spec change applied
@@ -365,16 +368,12 @@ class AutoscalingRunnerSetReconciler:
         GET there was most of its calls. Anything with work to do reads uncached.
         """
         try:
-            cached = await self.cache.get(
-                AUTOSCALING_RUNNER_SETS, request.name, namespace=request.namespace
-            )
+            cached = await self.cache.get(resource, name, namespace=namespace)
         except NotFound:
             cached = None
         if cached is not None and _settled(cached):
             return copy_object(cached)
-        return await self.kube.get(
-            AUTOSCALING_RUNNER_SETS, request.name, namespace=request.namespace
-        )
+        return await self.kube.get(resource, name, namespace=namespace)
 
     # -- validation --------------------------------------------------------------------
     async def _validate(self, ars: JSON) -> ActionsClient:
