@@ -21,6 +21,7 @@ from typing import Any
 from gharc.api.legacy import constants as c
 from gharc.api.resources import RUNNERS
 from gharc.controllers.legacy import pods as p
+from gharc.controllers.legacy.deps import LegacyDeps
 from gharc.controllers.legacy.githubclients import LegacyGitHub, RunnerScope, ScopeError
 from gharc.controllers.legacy.options import LegacyOptions
 from gharc.controllers.legacy.resources import (
@@ -31,11 +32,15 @@ from gharc.controllers.legacy.resources import (
 )
 from gharc.github.errors import GitHubError
 from gharc.kube import errors
+from gharc.kube.builder import Builder
 from gharc.kube.client import KubeClient
+from gharc.kube.controller import Controller
 from gharc.kube.events import NORMAL, WARNING, EventRecorder
 from gharc.kube.finalizers import add_finalizer, has_finalizer, remove_finalizer
+from gharc.kube.manager import ManagerLike
 from gharc.kube.objectreconciler import reconcile_fetched, request_of
 from gharc.kube.objects import spec_of, status_of
+from gharc.kube.predicate import ResourceVersionChangedPredicate
 from gharc.kube.reconcile import Request, Result
 from gharc.kube.resources import PODS, SECRETS
 
@@ -191,3 +196,19 @@ class RunnerReconciler:
             runner, NORMAL, "RegistrationTokenUpdated", "Successfully update registration token"
         )
         return None  # the status change wakes us again
+
+
+def setup(manager: ManagerLike, deps: LegacyDeps) -> Controller:
+    """The Runner controller: ``For(Runner)``, ``Owns(Pod)`` (runner pods only)."""
+    changed = ResourceVersionChangedPredicate()
+    pods = deps.runner_pods(manager)
+    reconciler = RunnerReconciler(
+        deps.client(manager), manager.cache, pods, deps.github, deps.options, deps.recorder
+    )
+    return (
+        Builder(manager)
+        .named("runner")
+        .for_(RUNNERS, changed)
+        .owns(PODS, changed, label_selector=pods.SELECTOR)
+        .complete(reconciler)
+    )
