@@ -261,6 +261,7 @@ async def run_controller(
             metrics=metrics,
             recorder=recorder,
             host=host,
+            registry=manager.registry,
             watch_namespace=watch if watch and watch != args.controller_namespace else None,
         )
         controllers = setup_scaleset_controllers(manager, deps)
