@@ -310,10 +310,10 @@ class AutoscalingRunnerSetReconciler:
 
     async def _reconcile(self, request: Request) -> Result | None:
         return await reconcile_fetched(
-            self._read, AUTOSCALING_RUNNER_SETS, request, self.reconcile_runner_set
+            self._read, AUTOSCALING_RUNNER_SETS, request, self.reconcile_autoscaling_runner_set
         )
 
-    async def reconcile_runner_set(self, ars: JSON) -> Result | None:
+    async def reconcile_autoscaling_runner_set(self, ars: JSON) -> Result | None:
         request = request_of(ars)
         if is_deleting(ars):
             return await self._finalize(ars)
