@@ -10,7 +10,6 @@ controller that happened to be built with it.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 from gharc.controllers.legacy.githubclients import LegacyGitHub
 from gharc.controllers.legacy.hra_prometheus import HRAMetrics
@@ -45,12 +44,27 @@ class LegacyDeps:
 
     @classmethod
     def of(
-        cls, options: LegacyOptions, pool: ClientPool, kube: KubeClient, **kw: Any
+        cls,
+        options: LegacyOptions,
+        pool: ClientPool,
+        kube: KubeClient,
+        *,
+        recorder: EventRecorder | None = None,
+        metrics: LegacyMetrics | None = None,
+        hra_metrics: HRAMetrics | None = None,
     ) -> LegacyDeps:
-        """The bundle whose GitHub resolver reads credential Secrets with ``kube`` and keeps
-        its clients in ``pool``, for the server and credentials ``options`` name."""
+        """The bundle writing with ``kube``, whose GitHub resolver reads credential Secrets
+        with ``kube`` and keeps its clients in ``pool``, for the server and credentials
+        ``options`` name."""
         github = LegacyGitHub(kube, pool, options.github_url, options.credentials)
-        return cls(options, github, kube=kube, **kw)
+        return cls(
+            options,
+            github,
+            kube=kube,
+            recorder=recorder,
+            metrics=metrics,
+            hra_metrics=hra_metrics,
+        )
 
     def client(self, manager: ManagerLike) -> KubeClient:
         return self.kube if self.kube is not None else manager.client
