@@ -28,7 +28,7 @@ import os
 import socket
 import sys
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from gharc.api.scaleset import constants as c
@@ -43,6 +43,18 @@ from gharc.settings.common import (
 )
 from gharc.settings.credentials import github_credentials
 from gharc.settings.declare import UsageError
+
+if TYPE_CHECKING:  # the modes' modules are imported when a mode runs, not with the CLI
+    from prometheus_client import CollectorRegistry
+
+    from gharc.controllers.legacy.options import LegacyOptions
+    from gharc.controllers.scaleset.options import ScaleSetOptions
+    from gharc.github.pool import ClientPool
+    from gharc.kube.client import KubeClient
+    from gharc.kube.controller import Controller
+    from gharc.kube.events import EventRecorder
+    from gharc.kube.manager import Manager
+    from gharc.listener.host import ListenerHost
 
 __all__ = [
     "ControllerArgs",
@@ -150,7 +162,7 @@ def legacy_server_url(args: ControllerSettings) -> str:
     return url
 
 
-def legacy_options(args: ControllerSettings) -> Any:
+def legacy_options(args: ControllerSettings) -> LegacyOptions:
     """The :class:`LegacyOptions` the legacy reconcilers share, from the parsed arguments."""
     from gharc.controllers.legacy.options import LegacyOptions
 
@@ -167,7 +179,7 @@ def legacy_options(args: ControllerSettings) -> Any:
     return dataclasses.replace(options, **args.option_overrides)
 
 
-def scaleset_options(args: ControllerSettings) -> Any:
+def scaleset_options(args: ControllerSettings) -> ScaleSetOptions:
     """The :class:`ScaleSetOptions` the reconcilers share, from the parsed arguments."""
     from gharc.controllers.scaleset.options import ScaleSetOptions
 
@@ -182,9 +194,9 @@ def scaleset_options(args: ControllerSettings) -> Any:
 async def run_controller(
     args: ControllerSettings,
     *,
-    on_manager: Callable[[Any], None] | None = None,
+    on_manager: Callable[[Manager], None] | None = None,
     handle_signals: bool = True,
-    registry: Any = None,
+    registry: CollectorRegistry | None = None,
     github_transport: Any = None,
 ) -> None:
     """Run the controllers of ``args``' mode until SIGTERM/SIGINT or ``manager.stop()``.
@@ -249,6 +261,7 @@ async def run_controller(
             metrics=metrics,
             recorder=recorder,
             host=host,
+            registry=manager.registry,
             watch_namespace=watch if watch and watch != args.controller_namespace else None,
         )
         controllers = setup_scaleset_controllers(manager, deps)
@@ -270,7 +283,13 @@ async def run_controller(
             await resolver.aclose()  # the Key Vault connections, if any were opened
 
 
-def _add_handoff(manager: Any, kube: Any, recorder: Any, host: Any, controllers: Any) -> None:
+def _add_handoff(
+    manager: Manager,
+    kube: KubeClient,
+    recorder: EventRecorder,
+    host: ListenerHost | None,
+    controllers: list[Controller],
+) -> None:
     """``--release-sessions-on-stop``: the host deletes its sessions on stop, and a runnable
     added after it (so stopped after it) removes gharc's marks from ARC's objects."""
     from gharc.controllers.scaleset.handoff import Handoff
@@ -291,7 +310,7 @@ def _add_handoff(manager: Any, kube: Any, recorder: Any, host: Any, controllers:
 @contextlib.asynccontextmanager
 async def _runtime(
     args: ControllerSettings, github_transport: Any
-) -> AsyncIterator[tuple[Any, Any, Any]]:
+) -> AsyncIterator[tuple[KubeClient, ClientPool, EventRecorder]]:
     """The Kubernetes client, GitHub client pool and event recorder of either mode."""
     from gharc.github.breaker import BreakerRegistry
     from gharc.github.pool import ClientPool
@@ -323,12 +342,12 @@ async def _runtime(
 
 def _manager(
     args: ControllerSettings,
-    kube: Any,
+    kube: KubeClient,
     *,
-    registry: Any,
+    registry: CollectorRegistry | None,
     handle_signals: bool,
     **cache: Any,
-) -> Any:
+) -> Manager:
     """The Manager for ``args``: metrics and health addresses, optional leader election.
 
     The Lease lives in ``--leader-election-namespace``, else the controller's namespace:
@@ -357,9 +376,9 @@ def _manager(
 async def run_legacy_controller(
     args: ControllerSettings,
     *,
-    on_manager: Callable[[Any], None] | None = None,
+    on_manager: Callable[[Manager], None] | None = None,
     handle_signals: bool = True,
-    registry: Any = None,
+    registry: CollectorRegistry | None = None,
     github_transport: Any = None,
 ) -> None:
     """Legacy mode: the six ``actions.summerwind.dev`` controllers on one manager.
@@ -370,7 +389,7 @@ async def run_legacy_controller(
     List Runners responses are cached once for both.
     """
     from gharc.api.legacy import constants as lc
-    from gharc.controllers.legacy import hra
+    from gharc.controllers.legacy.deps import LegacyDeps
     from gharc.controllers.legacy.hra_prometheus import HRAMetrics
     from gharc.controllers.legacy.metrics import LegacyMetrics
     from gharc.controllers.legacy.setup import setup_legacy_controllers
@@ -386,23 +405,15 @@ async def run_legacy_controller(
             namespace=args.watch_namespace or None,
             label_selectors={PODS: lc.LABEL_RUNNER},
         )
-        controllers = setup_legacy_controllers(
-            manager,
+        deps = LegacyDeps.of(
             options,
             pool,
-            kube=kube,
+            kube,
             recorder=recorder,
             metrics=LegacyMetrics(manager.registry),
+            hra_metrics=HRAMetrics(manager.registry),
         )
-        hra.setup(
-            manager,
-            kube,
-            controllers.github,
-            recorder=recorder,
-            metrics=HRAMetrics(manager.registry),
-            default_scale_down_delay=options.default_scale_down_delay,
-            sync_period=options.sync_period,
-        )
+        setup_legacy_controllers(manager, deps)
         if on_manager is not None:
             on_manager(manager)
         log.info(

@@ -22,6 +22,7 @@ import pytest
 
 from gharc.api.legacy import constants as lc
 from gharc.api.resources import RUNNER_DEPLOYMENTS, RUNNER_REPLICA_SETS, RUNNER_SETS, RUNNERS
+from gharc.controllers.legacy.deps import LegacyDeps
 from gharc.controllers.legacy.options import LegacyOptions
 from gharc.controllers.legacy.runnerset import STATEFUL_SETS
 from gharc.controllers.legacy.setup import setup_legacy_controllers
@@ -137,7 +138,7 @@ async def legacy_node(
         pool = ClientPool()
         cache = Cache(kube, namespace=namespace)
         manager = SetupManager(kube, cache)
-        setup_legacy_controllers(manager, options, pool, kube=kube)
+        setup_legacy_controllers(manager, LegacyDeps.of(options, pool, kube))
         await cache.start()
         tasks = [asyncio.create_task(ctl.start()) for ctl in manager.runnables]
         try:

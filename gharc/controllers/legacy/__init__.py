@@ -1,3 +1,5 @@
 """Legacy mode controllers (``actions.summerwind.dev/v1alpha1``): Runner, runner pods,
-RunnerReplicaSet, RunnerDeployment and RunnerSet. Wire them with
-:func:`gharc.controllers.legacy.setup.setup_legacy_controllers`."""
+RunnerReplicaSet, RunnerDeployment, RunnerSet and HorizontalRunnerAutoscaler. Each module's
+``setup(manager, deps)`` wires its controller from one
+:class:`~gharc.controllers.legacy.deps.LegacyDeps`;
+:func:`gharc.controllers.legacy.setup.setup_legacy_controllers` wires them all."""

@@ -9,11 +9,11 @@ Per-object credentials (``githubAPICredentialsFrom.secretRef.name``, legacy.md 6
 from the Secret uncached at each resolve; the pool reuses the client while the secret's
 credential identity is unchanged, so a rotated secret gets a fresh client.
 
-This is the one resolver of legacy mode: the runner controllers call
-:meth:`LegacyGitHub.client` with a namespace, a scope and a secret name; the HRA controller
-calls :meth:`LegacyGitHub.client_for` with the HRA itself (``hra_github.HRAClients`` is this
-class under its older constructor). Both go through the same secret handling and pool, so
-one organization's runners and its HRA share a client, hence one HTTP cache.
+This is the one resolver of legacy mode (``LegacyDeps.github``): the runner controllers
+call :meth:`LegacyGitHub.client` with a namespace, a scope and a secret name; the HRA
+controller calls :meth:`LegacyGitHub.client_for` with the HRA itself. Both go through the
+same secret handling and pool, so one organization's runners and its HRA share a client,
+hence one HTTP cache.
 """
 
 from __future__ import annotations

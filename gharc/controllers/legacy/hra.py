@@ -43,6 +43,7 @@ from gharc.api.resources import (
     RUNNERS,
 )
 from gharc.controllers.legacy import capacity
+from gharc.controllers.legacy.deps import LegacyDeps
 from gharc.controllers.legacy.hra_github import CredentialsUnavailable
 from gharc.controllers.legacy.hra_metrics import (
     PERCENTAGE_RUNNERS_BUSY,
@@ -62,6 +63,8 @@ from gharc.kube.controller import Controller
 from gharc.kube.errors import NotFound
 from gharc.kube.events import NORMAL, WARNING
 from gharc.kube.labels import Selector
+from gharc.kube.manager import ManagerLike
+from gharc.kube.objectreconciler import reconcile_fetched, request_of
 from gharc.kube.objects import format_time, is_deleting, parse_time, spec_of, status_of
 from gharc.kube.objects import meta as meta_of
 from gharc.kube.predicate import GenerationChangedPredicate, ResourceVersionChangedPredicate
@@ -207,12 +210,12 @@ class HRAReconciler:
     # ---- reconcile ----------------------------------------------------------------------
 
     async def reconcile(self, request: Request) -> Result | None:
-        try:
-            hra = await self.reader.get(
-                HORIZONTAL_RUNNER_AUTOSCALERS, request.name, namespace=request.namespace
-            )
-        except NotFound:
-            return None
+        return await reconcile_fetched(
+            self.reader.get, HORIZONTAL_RUNNER_AUTOSCALERS, request, self.reconcile_hra
+        )
+
+    async def reconcile_hra(self, hra: JSON) -> Result | None:
+        request = request_of(hra)
         if is_deleting(hra):
             return None
         if self.metrics is not None:
@@ -361,38 +364,24 @@ class HRAReconciler:
         return max(_MIN_REQUEUE, wake)
 
 
-class _ManagerLike(Protocol):
-    @property
-    def cache(self) -> Any: ...
-
-    def add(self, runnable: Any) -> None: ...
-
-
-def setup(
-    manager: _ManagerLike,
-    client: KubeClient,
-    clients: ClientSource,
-    *,
-    recorder: Recorder | None = None,
-    metrics: HRAMetrics | None = None,
-    default_scale_down_delay: float = LegacyOptions.default_scale_down_delay,
-    sync_period: float = LegacyOptions.sync_period,
-    clock: Callable[[], float] = time.time,
-) -> Controller:
+def setup(manager: ManagerLike, deps: LegacyDeps) -> Controller:
     """Register the HRA controller on ``manager`` (``For(HRA)`` only, as ARC).
 
     Reads go through the manager's cache, so it also starts informers for RunnerDeployments,
-    RunnerSets, Runners and Pods (shared with the runner controllers).
+    RunnerSets, Runners and Pods (shared with the runner controllers). Its GitHub clients
+    come from the runners' resolver, so an HRA and the runners of its scope share one
+    HTTP cache; its clock is the options' clock, as the runner controllers'.
     """
+    options = deps.options
     reconciler = HRAReconciler(
-        client,
+        deps.client(manager),
         manager.cache,
-        clients,
-        recorder=recorder,
-        metrics=metrics,
-        default_scale_down_delay=default_scale_down_delay,
-        sync_period=sync_period,
-        clock=clock,
+        deps.github,
+        recorder=deps.recorder,
+        metrics=deps.hra_metrics,
+        default_scale_down_delay=options.default_scale_down_delay,
+        sync_period=options.sync_period,
+        clock=lambda: options.clock().timestamp(),
     )
     for resource in (RUNNER_DEPLOYMENTS, RUNNER_SETS, RUNNERS, PODS):
         manager.cache.informer(resource)

@@ -8,24 +8,19 @@ Secret is read from the API server each time (never cached, as ARC does not watc
 Secrets); the pool keys clients by credential identity, so a changed Secret gets a fresh
 client while an unchanged one keeps its HTTP cache (B6).
 
-There used to be a second resolver here doing the same as
-:class:`~gharc.controllers.legacy.githubclients.LegacyGitHub`; :class:`HRAClients` is now
-that class with the HRA-side constructor, so runners and HRAs of one scope share clients
-when they share a pool, and there is one place that reads credential Secrets.
+The resolver is :class:`~gharc.controllers.legacy.githubclients.LegacyGitHub`, the one of
+the runner controllers (``LegacyDeps.github``), so runners and HRAs of one scope share
+clients, and there is one place that reads credential Secrets.
 """
 
 from __future__ import annotations
 
 from gharc.controllers.legacy.githubclients import (
-    LegacyGitHub,
     ScopeError,
     server_url_from_api_url,
 )
-from gharc.github.auth import Credentials
-from gharc.github.pool import ClientPool
-from gharc.kube.client import Reader
 
-__all__ = ["CredentialsUnavailable", "HRAClients", "scope_config_url", "server_url_from_api_url"]
+__all__ = ["CredentialsUnavailable", "scope_config_url", "server_url_from_api_url"]
 
 CredentialsUnavailable = ScopeError
 """No usable GitHub credentials or scope for this HRA (the user must fix a Secret, a flag or
@@ -42,16 +37,3 @@ def scope_config_url(server_url: str, enterprise: str, organization: str, reposi
     if enterprise:
         return f"{base}/enterprises/{enterprise}"
     raise CredentialsUnavailable("the target has no enterprise, organization or repository")
-
-
-class HRAClients(LegacyGitHub):
-    """Resolves the REST client an HRA's metrics use (``client_for``)."""
-
-    def __init__(
-        self,
-        api_reader: Reader,
-        pool: ClientPool,
-        server_url: str,
-        default_credentials: Credentials | None,
-    ) -> None:
-        super().__init__(api_reader, pool, server_url, default_credentials)

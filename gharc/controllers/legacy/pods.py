@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gharc.api.legacy import constants as c
+from gharc.kube import errors
 from gharc.kube.objects import annotations_of as annotations_of  # re-export
 from gharc.kube.objects import deleting_since, spec_of, status_of
 from gharc.kube.objects import format_time as format_time  # re-export
@@ -20,6 +21,9 @@ from gharc.kube.objects import is_deleting as is_deleting  # re-export
 from gharc.kube.objects import labels_of as labels_of  # re-export
 from gharc.kube.objects import meta as meta_of
 from gharc.kube.objects import parse_time as parse_time  # re-export
+
+if TYPE_CHECKING:
+    from gharc.kube.resources import Resource
 
 JSON = dict[str, Any]
 
@@ -195,6 +199,16 @@ class RunnerPods:
         await self._synced()
         obj = self.informer.store.get(namespace, name)
         return obj if obj is None else dict(obj)
+
+    async def get_object(
+        self, resource: Resource, name: str, *, namespace: str | None = None
+    ) -> JSON:
+        """:meth:`get` in the shape of a reader's ``get``, for
+        :func:`~gharc.kube.objectreconciler.reconcile_fetched`: NotFound when the pod is gone."""
+        pod = await self.get(namespace or "", name)
+        if pod is None:
+            raise errors.NotFound(f'{resource} "{name}" not found in cache', reason="NotFound")
+        return pod
 
     async def list(self, namespace: str) -> list[JSON]:
         await self._synced()

@@ -21,6 +21,7 @@ from typing import Any
 from gharc.api.legacy import constants as c
 from gharc.api.resources import RUNNERS
 from gharc.controllers.legacy import pods as p
+from gharc.controllers.legacy.deps import LegacyDeps
 from gharc.controllers.legacy.githubclients import LegacyGitHub, RunnerScope, ScopeError
 from gharc.controllers.legacy.options import LegacyOptions
 from gharc.controllers.legacy.resources import (
@@ -31,10 +32,15 @@ from gharc.controllers.legacy.resources import (
 )
 from gharc.github.errors import GitHubError
 from gharc.kube import errors
+from gharc.kube.builder import Builder
 from gharc.kube.client import KubeClient
+from gharc.kube.controller import Controller
 from gharc.kube.events import NORMAL, WARNING, EventRecorder
 from gharc.kube.finalizers import add_finalizer, has_finalizer, remove_finalizer
+from gharc.kube.manager import ManagerLike
+from gharc.kube.objectreconciler import reconcile_fetched, request_of
 from gharc.kube.objects import spec_of, status_of
+from gharc.kube.predicate import ResourceVersionChangedPredicate
 from gharc.kube.reconcile import Request, Result
 from gharc.kube.resources import PODS, SECRETS
 
@@ -94,10 +100,10 @@ class RunnerReconciler:
             self.recorder.record(obj, kind, reason, message)
 
     async def reconcile(self, request: Request) -> Result | None:
-        try:
-            runner = await self.cache.get(RUNNERS, request.name, namespace=request.namespace)
-        except errors.NotFound:
-            return None
+        return await reconcile_fetched(self.cache.get, RUNNERS, request, self.reconcile_runner)
+
+    async def reconcile_runner(self, runner: JSON) -> Result | None:
+        request = request_of(runner)
         pod = await self.pods.get(request.namespace, request.name)
         if p.is_deleting(runner):
             # Let the Runner go at once, as ARC does: its pod and registration Secret are
@@ -190,3 +196,19 @@ class RunnerReconciler:
             runner, NORMAL, "RegistrationTokenUpdated", "Successfully update registration token"
         )
         return None  # the status change wakes us again
+
+
+def setup(manager: ManagerLike, deps: LegacyDeps) -> Controller:
+    """The Runner controller: ``For(Runner)``, ``Owns(Pod)`` (runner pods only)."""
+    changed = ResourceVersionChangedPredicate()
+    pods = deps.runner_pods(manager)
+    reconciler = RunnerReconciler(
+        deps.client(manager), manager.cache, pods, deps.github, deps.options, deps.recorder
+    )
+    return (
+        Builder(manager)
+        .named("runner")
+        .for_(RUNNERS, changed)
+        .owns(PODS, changed, label_selector=pods.SELECTOR)
+        .complete(reconciler)
+    )

@@ -16,15 +16,21 @@ from gharc.api.legacy import constants as c
 from gharc.api.legacy.views import ReplicatedView
 from gharc.api.resources import RUNNER_DEPLOYMENTS, RUNNER_REPLICA_SETS
 from gharc.controllers.legacy import pods as p
+from gharc.controllers.legacy.deps import LegacyDeps
 from gharc.controllers.legacy.metrics import LegacyMetrics
 from gharc.controllers.legacy.options import LegacyOptions
 from gharc.controllers.legacy.resources import owner_ref, template_hash
 from gharc.kube import errors
+from gharc.kube.builder import Builder
 from gharc.kube.client import KubeClient
+from gharc.kube.controller import Controller
 from gharc.kube.events import NORMAL, EventRecorder
 from gharc.kube.expectations import Expectations
+from gharc.kube.manager import ManagerLike
+from gharc.kube.objectreconciler import reconcile_fetched, request_of
 from gharc.kube.objects import meta as meta_of
 from gharc.kube.objects import spec_of, status_of
+from gharc.kube.predicate import ResourceVersionChangedPredicate
 from gharc.kube.reconcile import Request, Result
 
 JSON = dict[str, Any]
@@ -97,10 +103,12 @@ class RunnerDeploymentReconciler:
         return Result(requeue_after=self.options.short_requeue.total_seconds())
 
     async def reconcile(self, request: Request) -> Result | None:
-        try:
-            rd = await self.cache.get(RUNNER_DEPLOYMENTS, request.name, namespace=request.namespace)
-        except errors.NotFound:
-            return None
+        return await reconcile_fetched(
+            self.cache.get, RUNNER_DEPLOYMENTS, request, self.reconcile_deployment
+        )
+
+    async def reconcile_deployment(self, rd: JSON) -> Result | None:
+        request = request_of(rd)
         if p.is_deleting(rd):
             self.expectations.forget(rd["metadata"]["uid"])
             return None
@@ -183,3 +191,18 @@ class RunnerDeploymentReconciler:
             except errors.ApiError:
                 return Result(requeue=True)
         return None
+
+
+def setup(manager: ManagerLike, deps: LegacyDeps) -> Controller:
+    """The RunnerDeployment controller: ``For(RunnerDeployment)``, ``Owns(RunnerReplicaSet)``."""
+    changed = ResourceVersionChangedPredicate()
+    reconciler = RunnerDeploymentReconciler(
+        deps.client(manager), manager.cache, deps.options, deps.metrics, deps.recorder
+    )
+    return (
+        Builder(manager)
+        .named("runnerdeployment")
+        .for_(RUNNER_DEPLOYMENTS, changed)
+        .owns(RUNNER_REPLICA_SETS, changed)
+        .complete(reconciler)
+    )

@@ -19,16 +19,22 @@ from typing import Any
 from gharc.api.legacy import constants as c
 from gharc.api.resources import RUNNERS
 from gharc.controllers.legacy import pods as p
+from gharc.controllers.legacy.deps import LegacyDeps
 from gharc.controllers.legacy.githubclients import LegacyGitHub, RunnerScope, ScopeError
 from gharc.controllers.legacy.gracefulstop import GracefulStop, annotate_once, find_runner_id
 from gharc.controllers.legacy.options import LegacyOptions
 from gharc.github.errors import GitHubError
 from gharc.github.rest import RestClient
 from gharc.kube import errors
+from gharc.kube.builder import Builder
 from gharc.kube.client import KubeClient
+from gharc.kube.controller import Controller
 from gharc.kube.events import NORMAL, EventRecorder
 from gharc.kube.finalizers import remove_finalizer
+from gharc.kube.manager import ManagerLike
+from gharc.kube.objectreconciler import reconcile_fetched, request_of
 from gharc.kube.objects import deleting_since, finalizers_with, has_finalizer
+from gharc.kube.predicate import ResourceVersionChangedPredicate
 from gharc.kube.reconcile import Request, Result, TerminalError
 from gharc.kube.resources import PODS
 
@@ -60,9 +66,10 @@ class RunnerPodReconciler:
             raise TerminalError(str(err)) from None
 
     async def reconcile(self, request: Request) -> Result | None:
-        pod = await self.pods.get(request.namespace, request.name)
-        if pod is None:
-            return None
+        return await reconcile_fetched(self.pods.get_object, PODS, request, self.reconcile_pod)
+
+    async def reconcile_pod(self, pod: JSON) -> Result | None:
+        request = request_of(pod)
         lbls = p.labels_of(pod)
         if not any(
             k in lbls
@@ -145,3 +152,17 @@ class RunnerPodReconciler:
         for resource in (PODS, SECRETS):
             for obj in await self.kube.list(resource, namespace=namespace, label_selector=selector):
                 await self.kube.delete(resource, obj, missing_ok=True)
+
+
+def setup(manager: ManagerLike, deps: LegacyDeps) -> Controller:
+    """The runner-pod controller: ``For(Pod)``, runner pods only."""
+    pods = deps.runner_pods(manager)
+    reconciler = RunnerPodReconciler(
+        deps.client(manager), manager.cache, pods, deps.github, deps.options, deps.recorder
+    )
+    return (
+        Builder(manager)
+        .named("runnerpod")
+        .for_(PODS, ResourceVersionChangedPredicate(), label_selector=pods.SELECTOR)
+        .complete(reconciler)
+    )

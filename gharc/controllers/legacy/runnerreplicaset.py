@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import copy
 import datetime as dt
+from collections.abc import Iterable
 from typing import Any
 
 from gharc.api.legacy import constants as c
 from gharc.api.legacy.views import ReplicatedView, RunnerConfigView
 from gharc.api.resources import RUNNER_REPLICA_SETS, RUNNERS
 from gharc.controllers.legacy import pods as p
+from gharc.controllers.legacy.deps import LegacyDeps
 from gharc.controllers.legacy.options import LegacyOptions
 from gharc.controllers.legacy.podowner import (
     CreationExpectations,
@@ -17,11 +19,18 @@ from gharc.controllers.legacy.podowner import (
     sync_runner_pods_owners,
 )
 from gharc.controllers.legacy.resources import owner_ref, template_hash
-from gharc.kube import errors
+from gharc.controllers.legacy.runnerdeployment import controller_name
+from gharc.kube.builder import Builder
 from gharc.kube.client import KubeClient
+from gharc.kube.controller import Controller
 from gharc.kube.labels import Selector
+from gharc.kube.manager import ManagerLike
+from gharc.kube.objectreconciler import reconcile_fetched, request_of
+from gharc.kube.objects import meta as meta_of
 from gharc.kube.objects import spec_of, status_of
+from gharc.kube.predicate import ResourceVersionChangedPredicate
 from gharc.kube.reconcile import Request, Result
+from gharc.kube.resources import PODS
 
 JSON = dict[str, Any]
 
@@ -56,12 +65,12 @@ class RunnerReplicaSetReconciler:
         self.owners = RunnerOwners(kube, pods)
 
     async def reconcile(self, request: Request) -> Result | None:
-        try:
-            rs = await self.cache.get(
-                RUNNER_REPLICA_SETS, request.name, namespace=request.namespace
-            )
-        except errors.NotFound:
-            return None
+        return await reconcile_fetched(
+            self.cache.get, RUNNER_REPLICA_SETS, request, self.reconcile_replica_set
+        )
+
+    async def reconcile_replica_set(self, rs: JSON) -> Result | None:
+        request = request_of(rs)
         if p.is_deleting(rs):
             return None
         spec = spec_of(rs)
@@ -129,3 +138,28 @@ class RunnerReplicaSetReconciler:
             await self.kube.patch_status(RUNNER_REPLICA_SETS, rs, {"status": want})
         # Level-triggered by Runner and pod events, plus the timers no event announces.
         return synced.requeue()
+
+
+def setup(manager: ManagerLike, deps: LegacyDeps) -> Controller:
+    """The RunnerReplicaSet controller: ``For(RunnerReplicaSet)``, ``Owns(Runner)``, and
+    runner pods mapped to the replica set of their Runner (pod annotations drive the
+    scale-down handshake but do not change the Runner)."""
+    changed = ResourceVersionChangedPredicate()
+    pods = deps.runner_pods(manager)
+    runners = manager.cache.informer(RUNNERS)
+
+    def pod_to_replica_set(pod: JSON) -> Iterable[Request]:
+        meta = meta_of(pod)
+        runner = runners.store.get(meta.get("namespace"), str(meta.get("name") or ""))
+        owner = controller_name(runner, c.KIND_RUNNER_REPLICA_SET) if runner else None
+        return [Request(str(meta.get("namespace")), owner)] if owner else []
+
+    reconciler = RunnerReplicaSetReconciler(deps.client(manager), manager.cache, pods, deps.options)
+    return (
+        Builder(manager)
+        .named("runnerreplicaset")
+        .for_(RUNNER_REPLICA_SETS, changed)
+        .owns(RUNNERS, changed)
+        .watches(PODS, pod_to_replica_set, changed, label_selector=pods.SELECTOR)
+        .complete(reconciler)
+    )

@@ -17,12 +17,14 @@ from __future__ import annotations
 import copy
 import datetime as dt
 import logging
+from collections.abc import Iterable
 from typing import Any
 
 from gharc.api.legacy import constants as c
 from gharc.api.legacy.views import ReplicatedView, RunnerConfigView
 from gharc.api.resources import RUNNER_SETS
 from gharc.controllers.legacy import pods as p
+from gharc.controllers.legacy.deps import LegacyDeps
 from gharc.controllers.legacy.githubclients import LegacyGitHub, ScopeError
 from gharc.controllers.legacy.metrics import LegacyMetrics
 from gharc.controllers.legacy.options import LegacyOptions
@@ -40,12 +42,17 @@ from gharc.controllers.legacy.resources import (
 from gharc.controllers.legacy.runnerdeployment import controller_name
 from gharc.controllers.legacy.runnersettoken import RunnerSetTokens, reference_token_secret
 from gharc.github.errors import GitHubError
-from gharc.kube import errors
+from gharc.kube.builder import Builder
 from gharc.kube.client import KubeClient
+from gharc.kube.controller import Controller
 from gharc.kube.events import WARNING, EventRecorder
+from gharc.kube.manager import ManagerLike
+from gharc.kube.objectreconciler import reconcile_fetched, request_of
+from gharc.kube.objects import meta as meta_of
 from gharc.kube.objects import spec_of, status_of
+from gharc.kube.predicate import ResourceVersionChangedPredicate
 from gharc.kube.reconcile import Request, Result
-from gharc.kube.resources import Resource
+from gharc.kube.resources import PODS, Resource
 
 log = logging.getLogger(__name__)
 JSON = dict[str, Any]
@@ -165,10 +172,12 @@ class RunnerSetReconciler:
         self.tokens = RunnerSetTokens(kube, github)
 
     async def reconcile(self, request: Request) -> Result | None:
-        try:
-            rs = await self.cache.get(RUNNER_SETS, request.name, namespace=request.namespace)
-        except errors.NotFound:
-            return None
+        return await reconcile_fetched(
+            self.cache.get, RUNNER_SETS, request, self.reconcile_runner_set
+        )
+
+    async def reconcile_runner_set(self, rs: JSON) -> Result | None:
+        request = request_of(rs)
         if p.is_deleting(rs):
             self.tokens.forget(rs["metadata"]["uid"])
             return None
@@ -241,3 +250,34 @@ class RunnerSetReconciler:
         if any(status.get(k) != v for k, v in want.items()):
             await self.kube.patch_status(RUNNER_SETS, rs, {"status": want})
         return _soonest(synced.requeue(), token_refresh_in)
+
+
+def pod_to_runner_set(pod: JSON) -> Iterable[Request]:
+    """A runner pod wakes the RunnerSet its ``runnerset-name`` label names."""
+    meta = meta_of(pod)
+    name = (meta.get("labels") or {}).get(c.LABEL_RUNNER_SET_NAME)
+    return [Request(str(meta.get("namespace")), str(name))] if name else []
+
+
+def setup(manager: ManagerLike, deps: LegacyDeps) -> Controller:
+    """The RunnerSet controller: ``For(RunnerSet)``, ``Owns(StatefulSet)``, and runner pods
+    mapped to their RunnerSet."""
+    changed = ResourceVersionChangedPredicate()
+    pods = deps.runner_pods(manager)
+    reconciler = RunnerSetReconciler(
+        deps.client(manager),
+        manager.cache,
+        pods,
+        deps.github,
+        deps.options,
+        deps.metrics,
+        deps.recorder,
+    )
+    return (
+        Builder(manager)
+        .named("runnerset")
+        .for_(RUNNER_SETS, changed)
+        .owns(STATEFUL_SETS, changed)
+        .watches(PODS, pod_to_runner_set, changed, label_selector=pods.SELECTOR)
+        .complete(reconciler)
+    )

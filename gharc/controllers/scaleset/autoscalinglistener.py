@@ -18,24 +18,34 @@ fails deterministically at start-up is "Running" for a second before every crash
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from gharc.api.resources import AUTOSCALING_LISTENERS, AUTOSCALING_RUNNER_SETS
+from gharc.api.resources import (
+    AUTOSCALING_LISTENERS,
+    AUTOSCALING_RUNNER_SETS,
+    EPHEMERAL_RUNNER_SETS,
+)
 from gharc.api.scaleset import constants as c
 from gharc.api.scaleset.views import AutoscalingListenerView
 from gharc.controllers.scaleset import inprocesslisteners as ih
 from gharc.controllers.scaleset import listenerresources as lr
 from gharc.controllers.scaleset.credentials import ClientResolver, ConfigurationError, GitHubTarget
+from gharc.controllers.scaleset.deps import ScaleSetDeps
 from gharc.controllers.scaleset.events import NORMAL, WARNING, EventRecorder, emit
 from gharc.controllers.scaleset.metrics import ControllerMetrics
 from gharc.controllers.scaleset.options import ScaleSetOptions
 from gharc.controllers.scaleset.reconcileutil import remove_finalizer
 from gharc.github.pool import ClientPool
+from gharc.kube.builder import Builder
 from gharc.kube.client import KubeClient, Reader
+from gharc.kube.controller import Controller
 from gharc.kube.errors import AlreadyExists, Conflict, NotFound
 from gharc.kube.finalizers import add_finalizer
+from gharc.kube.informer import EventHandlerFuncs
+from gharc.kube.manager import ManagerLike
+from gharc.kube.objectreconciler import reconcile_fetched
 from gharc.kube.objects import (
     format_time,
     has_finalizer,
@@ -44,9 +54,9 @@ from gharc.kube.objects import (
     status_of,
 )
 from gharc.kube.objects import meta as meta_of
+from gharc.kube.predicate import ResourceVersionChangedPredicate
 from gharc.kube.reconcile import Request, Result
 from gharc.kube.resources import PODS, ROLE_BINDINGS, ROLES, SECRETS, SERVICE_ACCOUNTS
-from gharc.kube.store import copy_object
 from gharc.listener.host import HostedListenerStatus, ListenerHost
 from gharc.listener.restart_ladder import restart_delay
 
@@ -110,13 +120,12 @@ class AutoscalingListenerReconciler:
 
     # -- entry point -------------------------------------------------------------------
     async def reconcile(self, request: Request) -> Result | None:
-        try:
-            cached = await self.cache.get(
-                AUTOSCALING_LISTENERS, request.name, namespace=request.namespace
-            )
-        except NotFound:
-            return None
-        listener: JSON = copy_object(cached)  # cache objects are shared: never mutate them
+        # A copy: cache objects are shared, and this reconcile edits the listener it holds.
+        return await reconcile_fetched(
+            self.cache.get, AUTOSCALING_LISTENERS, request, self.reconcile_listener, copy=True
+        )
+
+    async def reconcile_listener(self, listener: JSON) -> Result | None:
         if is_deleting(listener):
             return await self._finalize(listener)
         if not has_finalizer(listener, c.FINALIZER_AUTOSCALING_LISTENER):
@@ -557,3 +566,56 @@ class AutoscalingListenerReconciler:
         view = AutoscalingListenerView(listener)
         labels = self.metrics.labels_for(view.name, view.namespace, view.github_config_url)
         self.metrics.running_listeners.labels(**labels).set(value)
+
+
+def rbac_to_listener(obj: Mapping[str, Any]) -> Iterable[Request]:
+    """A listener Role/RoleBinding event wakes its listener (both labels must be present)."""
+    labels = meta_of(obj).get("labels") or {}
+    ns, name = labels.get(c.LABEL_LISTENER_NAMESPACE), labels.get(c.LABEL_LISTENER_NAME)
+    return [Request(str(ns), str(name))] if ns and name else []
+
+
+def setup(manager: ManagerLike, deps: ScaleSetDeps) -> Controller:
+    """The AutoscalingListener controller: ``For(listener)``, ``Owns(Pod)``,
+    ``Owns(ServiceAccount)``, ``Watches(Role)`` and ``Watches(RoleBinding)`` mapped by the
+    ``auto-scaling-listener-namespace``/``-name`` labels; the Role/RoleBinding informers
+    select only objects carrying that label, so the controller does not cache every Role in
+    the cluster. With ``deps.host``, listeners run in this process.
+
+    In-process mode wires three more things: the host runs on the manager (leader only,
+    so only the elected replica holds message sessions), a hosted listener's state change
+    enqueues its AutoscalingListener (status is written by the reconciler, level-triggered),
+    and EphemeralRunnerSet events from the shared informer carry cleanup markers to the
+    listeners (one watch for all scale sets, not one per listener).
+    """
+    host = deps.host
+    reconciler = AutoscalingListenerReconciler(
+        deps.client(manager),
+        manager.cache,
+        deps.resolver,
+        deps.options,
+        deps.metrics,
+        deps.recorder,
+        host=host,
+    )
+    controller = (
+        Builder(manager)
+        .named("autoscalinglistener")
+        .for_(AUTOSCALING_LISTENERS, ResourceVersionChangedPredicate())
+        .owns(PODS, ResourceVersionChangedPredicate())
+        .owns(SERVICE_ACCOUNTS, ResourceVersionChangedPredicate())
+        .watches(ROLES, rbac_to_listener, label_selector=c.LABEL_LISTENER_NAME)
+        .watches(ROLE_BINDINGS, rbac_to_listener, label_selector=c.LABEL_LISTENER_NAME)
+        .complete(reconciler)
+    )
+    if host is not None:
+        host.on_change = lambda key: controller.queue.add(Request(*key))
+        manager.cache.informer(EPHEMERAL_RUNNER_SETS).add_event_handler(
+            EventHandlerFuncs(
+                add=host.offer_runner_set, update=lambda _old, new: host.offer_runner_set(new)
+            )
+        )
+        manager.add(host)
+        if deps.registry is not None:
+            deps.registry.register(host.registry_collector)
+    return controller

@@ -36,7 +36,7 @@ import datetime as dt
 import logging
 import re
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from pydantic import ValidationError
@@ -50,7 +50,11 @@ from gharc.api.resources import (
 from gharc.api.scaleset import constants as c
 from gharc.api.scaleset.models import AutoscalingRunnerSetSpec
 from gharc.api.scaleset.scalesetname import scale_set_name_problem
-from gharc.api.scaleset.views import AutoscalingRunnerSetView, EphemeralRunnerSetView
+from gharc.api.scaleset.views import (
+    AutoscalingListenerView,
+    AutoscalingRunnerSetView,
+    EphemeralRunnerSetView,
+)
 from gharc.controllers.scaleset import conditions as cond
 from gharc.controllers.scaleset import error_reporting, listenerpolicy
 from gharc.controllers.scaleset import listenerresources as lr
@@ -60,6 +64,7 @@ from gharc.controllers.scaleset.credentials import (
     GitHubTarget,
     proxy_problems,
 )
+from gharc.controllers.scaleset.deps import ScaleSetDeps
 from gharc.controllers.scaleset.error_reporting import reconcile_or_wait_for_github
 from gharc.controllers.scaleset.events import NORMAL, WARNING, EventRecorder, emit
 from gharc.controllers.scaleset.labels import filter_and_merge_labels, merge_annotations
@@ -70,12 +75,17 @@ from gharc.github import errors as gh_errors
 from gharc.github.actions import ActionsClient
 from gharc.github.config import InvalidConfigUrl, parse_config_url
 from gharc.github.models import Label, RunnerScaleSet, RunnerSetting
+from gharc.kube.builder import Builder
 from gharc.kube.client import KubeClient, Reader
+from gharc.kube.controller import Controller
 from gharc.kube.errors import AlreadyExists, Conflict, Forbidden, NotFound
 from gharc.kube.finalizers import add_finalizer
 from gharc.kube.handler import owner_reference
+from gharc.kube.manager import ManagerLike
+from gharc.kube.objectreconciler import reconcile_fetched, request_of
 from gharc.kube.objects import has_finalizer, is_deleting, spec_of, status_of
 from gharc.kube.objects import meta as meta_of
+from gharc.kube.predicate import InNamespace, Predicate, ResourceVersionChangedPredicate
 from gharc.kube.reconcile import Request, Result
 from gharc.kube.resources import ROLE_BINDINGS, ROLES, SECRETS, SERVICE_ACCOUNTS, Resource
 from gharc.kube.store import copy_object
@@ -299,10 +309,12 @@ class AutoscalingRunnerSetReconciler:
         return await reconcile_or_wait_for_github(request, self._reconcile)
 
     async def _reconcile(self, request: Request) -> Result | None:
-        try:
-            ars = await self._read(request)
-        except NotFound:
-            return None
+        return await reconcile_fetched(
+            self._read, AUTOSCALING_RUNNER_SETS, request, self.reconcile_autoscaling_runner_set
+        )
+
+    async def reconcile_autoscaling_runner_set(self, ars: JSON) -> Result | None:
+        request = request_of(ars)
         if is_deleting(ars):
             return await self._finalize(ars)
         version = (ars["metadata"].get("labels") or {}).get(c.LABEL_VERSION)
@@ -356,7 +368,7 @@ class AutoscalingRunnerSetReconciler:
         )
         return None
 
-    async def _read(self, request: Request) -> JSON:
+    async def _read(self, resource: Resource, name: str, *, namespace: str | None = None) -> JSON:
         """The ARS from the cache when it is settled, else from the API server.
 
         Settled means finalizer and scale set id in place and the last spec change applied
@@ -365,16 +377,12 @@ class AutoscalingRunnerSetReconciler:
         GET there was most of its calls. Anything with work to do reads uncached.
         """
         try:
-            cached = await self.cache.get(
-                AUTOSCALING_RUNNER_SETS, request.name, namespace=request.namespace
-            )
+            cached = await self.cache.get(resource, name, namespace=namespace)
         except NotFound:
             cached = None
         if cached is not None and _settled(cached):
             return copy_object(cached)
-        return await self.kube.get(
-            AUTOSCALING_RUNNER_SETS, request.name, namespace=request.namespace
-        )
+        return await self.kube.get(resource, name, namespace=namespace)
 
     # -- validation --------------------------------------------------------------------
     async def _validate(self, ars: JSON) -> ActionsClient:
@@ -982,3 +990,48 @@ class AutoscalingRunnerSetReconciler:
                     continue
                 obj = found[0]
             await remove_finalizer(self.kube, resource, obj, c.FINALIZER_CLEANUP_PROTECTION)
+
+
+def listener_to_runner_set(obj: Mapping[str, Any]) -> Iterable[Request]:
+    """An AutoscalingListener event wakes the ARS it belongs to."""
+    view = AutoscalingListenerView(obj)
+    ns, name = view.ars_namespace, view.ars_name
+    return [Request(ns, name)] if ns and name else []
+
+
+def setup(manager: ManagerLike, deps: ScaleSetDeps) -> Controller:
+    """The AutoscalingRunnerSet controller: ``For(ARS)``, ``Owns(EphemeralRunnerSet)``,
+    ``Watches(AutoscalingListener)`` mapped to ``spec.autoscalingRunnerSetNamespace/Name``
+    (listeners live in another namespace, so owner references cannot link them).
+
+    With ``deps.watch_namespace``, events of sets (and of their runner sets) in other
+    namespaces are filtered out before they are queued: the cache also holds the
+    controller's namespace, where listeners live."""
+    reconciler = AutoscalingRunnerSetReconciler(
+        deps.client(manager), manager.cache, deps.resolver, deps.options, deps.recorder
+    )
+    scope: tuple[Predicate, ...] = ()
+    to_runner_set: Callable[[Mapping[str, Any]], Iterable[Request]] = listener_to_runner_set
+    if deps.watch_namespace:
+        scope = (InNamespace(deps.watch_namespace),)
+        to_runner_set = _in_namespace(listener_to_runner_set, deps.watch_namespace)
+    return (
+        Builder(manager)
+        .named("autoscalingrunnerset")
+        .for_(AUTOSCALING_RUNNER_SETS, ResourceVersionChangedPredicate(), *scope)
+        .owns(EPHEMERAL_RUNNER_SETS, ResourceVersionChangedPredicate(), *scope)
+        .watches(AUTOSCALING_LISTENERS, to_runner_set, ResourceVersionChangedPredicate())
+        .complete(reconciler)
+    )
+
+
+def _in_namespace(
+    map_fn: Callable[[Mapping[str, Any]], Iterable[Request]], namespace: str
+) -> Callable[[Mapping[str, Any]], Iterable[Request]]:
+    """``map_fn``'s requests for ``namespace`` only (a listener lives in the controller's
+    namespace but names a set that may live elsewhere)."""
+
+    def mapped(obj: Mapping[str, Any]) -> Iterable[Request]:
+        return [r for r in map_fn(obj) if r.namespace == namespace]
+
+    return mapped

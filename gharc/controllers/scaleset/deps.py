@@ -37,6 +37,8 @@ class ScaleSetDeps:
     """The client reconcilers write with; None: the manager's."""
     host: ListenerHost | None = None
     """In-process listeners (None: listener pods)."""
+    registry: CollectorRegistry | None = None
+    """Where the in-process listeners' metrics are exported (the manager's); None: not."""
     watch_namespace: str | None = None
     """``--watch-single-namespace``: AutoscalingRunnerSets elsewhere (the controller's own
     namespace, which the cache also holds for the listeners) are not reconciled."""

@@ -58,6 +58,7 @@ from gharc.kube.controller import Controller
 from gharc.kube.expectations import Expectations
 from gharc.kube.finalizers import set_finalizers
 from gharc.kube.manager import ManagerLike
+from gharc.kube.objectreconciler import reconcile_fetched, request_of
 from gharc.kube.objects import (
     finalizers_with,
     finalizers_without,
@@ -159,12 +160,12 @@ class EphemeralRunnerReconciler:
         return await reconcile_or_wait_for_github(request, self._reconcile)
 
     async def _reconcile(self, request: Request) -> Result | None:
-        try:
-            er = await self.cache.get(
-                EPHEMERAL_RUNNERS, request.name, namespace=request.namespace, copy=True
-            )
-        except kerr.NotFound:
-            return None
+        return await reconcile_fetched(
+            self.cache.get, EPHEMERAL_RUNNERS, request, self.reconcile_runner, copy=True
+        )
+
+    async def reconcile_runner(self, er: JSON) -> Result | None:
+        request = request_of(er)
         if rr.is_deleting(er):
             return await self._finalize(er)
         if EphemeralRunnerView(er).is_done:

@@ -65,6 +65,7 @@ from gharc.kube.controller import Controller
 from gharc.kube.expectations import Expectations
 from gharc.kube.finalizers import add_finalizer, remove_finalizer
 from gharc.kube.manager import ManagerLike
+from gharc.kube.objectreconciler import reconcile_fetched, request_of
 from gharc.kube.objects import parse_time
 from gharc.kube.predicate import ResourceVersionChangedPredicate
 from gharc.kube.reconcile import Request, Result
@@ -216,18 +217,26 @@ class EphemeralRunnerSetReconciler:
         return await reconcile_or_wait_for_github(request, self._reconcile)
 
     async def _reconcile(self, request: Request) -> Result | None:
-        try:
-            ers = await self.cache.get(
-                EPHEMERAL_RUNNER_SETS, request.name, namespace=request.namespace, copy=True
-            )
-        except kerr.NotFound:
-            gone = self._uids.pop(request, "")
-            self._expectations.forget(gone)
-            self._status_written.pop(gone, None)
-            self._markers.pop(gone, None)
-            self._failed.pop(gone, None)
-            self._backoff_reported.pop(gone, None)
-            return None
+        return await reconcile_fetched(
+            self.cache.get,
+            EPHEMERAL_RUNNER_SETS,
+            request,
+            self.reconcile_runner_set,
+            copy=True,
+            on_gone=self._forget,
+        )
+
+    def _forget(self, request: Request) -> None:
+        """The set is gone: drop what this process kept about it."""
+        gone = self._uids.pop(request, "")
+        self._expectations.forget(gone)
+        self._status_written.pop(gone, None)
+        self._markers.pop(gone, None)
+        self._failed.pop(gone, None)
+        self._backoff_reported.pop(gone, None)
+
+    async def reconcile_runner_set(self, ers: JSON) -> Result | None:
+        request = request_of(ers)
         uid = str(rr.meta(ers).get("uid"))
         self._uids[request] = uid
         runners = await self.cache.list(

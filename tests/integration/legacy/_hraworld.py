@@ -14,7 +14,8 @@ from typing import Any
 from gharc.api.legacy import constants as lc
 from gharc.api.resources import HORIZONTAL_RUNNER_AUTOSCALERS, RUNNER_DEPLOYMENTS, RUNNERS
 from gharc.controllers.legacy import hra
-from gharc.controllers.legacy.hra_github import HRAClients
+from gharc.controllers.legacy.deps import LegacyDeps
+from gharc.controllers.legacy.options import LegacyOptions
 from gharc.github.auth import PersonalAccessToken
 from gharc.github.pool import ClientPool
 from gharc.kube.cache import Cache
@@ -48,7 +49,7 @@ class HRAWorld:
     kube: KubeClient
     gh: FakeGitHubServer
     namespace: str
-    clock: Callable[[], float] | None = None
+    clock: Callable[[], dt.datetime] | None = None
     pool: ClientPool = field(default_factory=ClientPool)
     recorder: MemoryRecorder = field(default_factory=MemoryRecorder)
     cache: Cache | None = None
@@ -58,11 +59,15 @@ class HRAWorld:
     async def start(self, *, sync_period: float = 30.0) -> None:
         self.cache = Cache(self.kube, namespace=self.namespace)
         manager = SetupManager(self.kube, self.cache)
-        clients = HRAClients(self.kube, self.pool, self.gh.url, PersonalAccessToken(self.gh.token))
         kw: dict[str, Any] = {"clock": self.clock} if self.clock else {}
-        self.controller = hra.setup(
-            manager, self.kube, clients, recorder=self.recorder, sync_period=sync_period, **kw
+        options = LegacyOptions(
+            github_url=self.gh.url,
+            credentials=PersonalAccessToken(self.gh.token),
+            sync_period=sync_period,
+            **kw,
         )
+        deps = LegacyDeps.of(options, self.pool, self.kube, recorder=self.recorder)
+        self.controller = hra.setup(manager, deps)
         await self.cache.start()
         self.task = asyncio.create_task(self.controller.start())
         assert await self.controller.wait_started(30)

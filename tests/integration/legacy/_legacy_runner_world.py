@@ -24,6 +24,7 @@ from typing import Any, TypeVar
 
 from gharc.api.legacy import constants as c
 from gharc.api.resources import RUNNER_DEPLOYMENTS, RUNNER_REPLICA_SETS, RUNNER_SETS, RUNNERS
+from gharc.controllers.legacy.deps import LegacyDeps
 from gharc.controllers.legacy.options import LegacyOptions
 from gharc.controllers.legacy.runnerset import STATEFUL_SETS
 from gharc.controllers.legacy.setup import setup_legacy_controllers
@@ -124,7 +125,7 @@ class World:
     async def start(self) -> None:
         self.cache = Cache(self.kube, namespace=self.namespace)
         manager = SetupManager(self.kube, self.cache)
-        setup_legacy_controllers(manager, self.options, self.pool, kube=self.kube)
+        setup_legacy_controllers(manager, LegacyDeps.of(self.options, self.pool, self.kube))
         await self.cache.start()
         self.controllers = manager.runnables
         self.tasks = [asyncio.create_task(ctl.start()) for ctl in self.controllers]

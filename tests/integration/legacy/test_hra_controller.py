@@ -40,9 +40,15 @@ async def test_queued_and_in_progress_jobs_set_the_deployments_replicas(world: H
         metrics=[{"type": "TotalNumberOfQueuedAndInProgressWorkflowRuns"}],
     )
     await world.wait_replicas(3)
-    hra = await world.hra()
-    assert hra["status"]["desiredReplicas"] == 3
-    assert hra["status"]["lastSuccessfulScaleOutTime"]
+
+    async def status() -> dict[str, Any] | None:
+        """The HRA writes its target's replicas first and its own status after: reading the
+        status the moment the replicas show raced that second write."""
+        st = (await world.hra()).get("status") or {}
+        return st if st.get("desiredReplicas") == 3 else None
+
+    st = await eventually(status, timeout=10, message="hra status.desiredReplicas == 3")
+    assert st["lastSuccessfulScaleOutTime"]
 
 
 async def test_an_hra_created_before_its_target_acts_when_the_target_appears(

@@ -5,11 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 from gharc.api.resources import AUTOSCALING_LISTENERS, AUTOSCALING_RUNNER_SETS
-from gharc.controllers.scaleset import ephemeralrunner, ephemeralrunnerset
+from gharc.controllers.scaleset import autoscalingrunnerset, ephemeralrunner, ephemeralrunnerset
 from gharc.controllers.scaleset.credentials import ClientResolver
 from gharc.controllers.scaleset.deps import ScaleSetDeps
 from gharc.controllers.scaleset.options import ScaleSetOptions
-from gharc.controllers.scaleset.setup import setup_autoscaling_runner_set
 from gharc.kube.cache import Cache
 from gharc.kube.reconcile import Request
 from testworld.setupmanager import SetupManager
@@ -49,7 +48,7 @@ def test_a_single_watched_namespace_filters_events_before_they_are_queued() -> N
     """``--watch-single-namespace``: the cache holds the controller's namespace too (for
     the listeners); a set there, its runner set, or a listener naming it queue nothing."""
     manager = _manager()
-    controller = setup_autoscaling_runner_set(manager, _deps(watch_namespace="team-a"))
+    controller = autoscalingrunnerset.setup(manager, _deps(watch_namespace="team-a"))
     for ns in ("gharc-system", "team-a"):
         _deliver(manager, AUTOSCALING_RUNNER_SETS, {"metadata": {"namespace": ns, "name": "s"}})
         listener = {
@@ -63,7 +62,7 @@ def test_a_single_watched_namespace_filters_events_before_they_are_queued() -> N
 
 def test_without_a_watched_namespace_every_set_is_queued() -> None:
     manager = _manager()
-    controller = setup_autoscaling_runner_set(manager, _deps())
+    controller = autoscalingrunnerset.setup(manager, _deps())
     for ns in ("gharc-system", "team-a"):
         _deliver(manager, AUTOSCALING_RUNNER_SETS, {"metadata": {"namespace": ns, "name": "s"}})
     assert len(controller.queue) == 2
