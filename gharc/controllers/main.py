@@ -106,7 +106,12 @@ def parse_args(argv: Sequence[str], environ: Mapping[str, str] | None = None) ->
 
 
 def _check_legacy(args: ControllerSettings) -> None:
-    """Legacy mode's rules across settings: a Lease namespace, credentials, URLs."""
+    """Legacy mode's rules across settings: a Lease namespace, credentials, URLs; no shards."""
+    if args.shards > 1:
+        raise UsageError(
+            "--shards applies to scale set mode (--auto-scaling-runner-set-only) only; legacy "
+            "mode runs on one replica (--enable-leader-election)"
+        )
     if args.enable_leader_election and not args.leader_election_namespace:
         raise UsageError(
             "--enable-leader-election needs a namespace for its Lease: pass "

@@ -142,7 +142,8 @@ class ControllerSettings(GitHubSettings):
         flag="--shards",
         parse=number(int, minimum=1),
         help="Scale set mode: split the scale sets over this many shard Leases "
-        "(<leader-election-id>-shard-<k>) that the replicas share out fairly; each replica "
+        "(ID-shard-0, ID-shard-1, ... where ID is --leader-election-id) that the replicas "
+        "share out fairly; each replica "
         "reconciles and hosts the listeners of the scale sets of the shards it holds. 1: one "
         "replica acts for all (with --enable-leader-election, the holder of the leader Lease). "
         "Every replica must be given the same number (gharc).",

@@ -146,6 +146,7 @@ class ShardOwner:
         self.members: frozenset[str] = frozenset()
         """The live members seen at the last pass (this replica included)."""
         self.paused = False
+        self._next_expiry: float | None = None
         """While True the owner does nothing at all, as a frozen process (tests)."""
 
     @property
@@ -166,7 +167,7 @@ class ShardOwner:
                     except (ApiError, OSError, TimeoutError) as err:
                         log.warning("shards %s: pass failed: %r", self.config.name, err)
                         self._expire(self._now())
-                await asyncio.sleep(self.config.retry_period * (0.9 + random.random() * 0.2))
+                await asyncio.sleep(self._pause())
         finally:
             if not self.paused:
                 await asyncio.shield(self.release_all())
@@ -202,6 +203,14 @@ class ShardOwner:
                 by_name[name] = written  # its new resourceVersion, for a release below
         self._expire(self._now())
         share = math.ceil(cfg.count / len(members))
+        self._next_expiry = min(
+            (
+                self._expires_at(name)
+                for name, lease in by_name.items()
+                if spec_of(lease).get("holderIdentity") not in (None, "", self.identity)
+            ),
+            default=None,
+        )
         extra = len(self._held) - share
         if extra > 0:
             for shard in sorted(self._held, reverse=True)[:extra]:
@@ -232,11 +241,26 @@ class ShardOwner:
             )
 
     # -- internals ---------------------------------------------------------------------
+    def _pause(self) -> float:
+        """Until the next pass: ``retry_period`` (jittered), or less when a peer's Lease
+        (shard or member) expires sooner: a dead peer's shards are taken right at expiry
+        rather than up to a retry period later. A live peer's Leases change every renewal,
+        so their expiry stays a lease duration away and costs no extra pass."""
+        pause = self.config.retry_period * (0.9 + random.random() * 0.2)
+        left = None if self._next_expiry is None else self._next_expiry - self._now()
+        if left is not None and left > 0:
+            pause = min(pause, left + 0.05)
+        return pause
+
     def _observe(self, name: str, lease: JSON, now: float) -> None:
         spec = spec_of(lease)
         seen = self._observed.get(name)
         if seen is None or seen[0] != spec:
             self._observed[name] = (dict(spec), now)
+
+    def _expires_at(self, name: str) -> float:
+        spec, at = self._observed[name]
+        return at + float(spec.get("leaseDurationSeconds") or self.config.lease_duration)
 
     def _expired(self, name: str, now: float, *, factor: float = 1.0) -> bool:
         seen = self._observed.get(name)
