@@ -141,6 +141,7 @@ class ControllerSettings(GitHubSettings):
         1,
         flag="--shards",
         parse=number(int, minimum=1),
+        chart="flags.shards",
         help="Scale set mode: split the scale sets over this many shard Leases "
         "(ID-shard-0, ID-shard-1, ... where ID is --leader-election-id) that the replicas "
         "share out fairly; each replica "
