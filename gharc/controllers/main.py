@@ -118,7 +118,12 @@ def parse_args(argv: Sequence[str], environ: Mapping[str, str] | None = None) ->
 
 
 def _check_legacy(args: ControllerSettings) -> None:
-    """Legacy mode's rules across settings: a Lease namespace, credentials, URLs."""
+    """Legacy mode's rules across settings: a Lease namespace, credentials, URLs; no shards."""
+    if args.shards > 1:
+        raise UsageError(
+            "--shards applies to scale set mode (--auto-scaling-runner-set-only) only; legacy "
+            "mode runs on one replica (--enable-leader-election)"
+        )
     if args.enable_leader_election and not args.leader_election_namespace:
         raise UsageError(
             "--enable-leader-election needs a namespace for its Lease: pass "
@@ -227,6 +232,10 @@ async def run_controller(
 
     options = scaleset_options(args)
     async with _runtime(args, github_transport) as (kube, pool, recorder):
+        if args.shards > 1:
+            from gharc.kube.shardfence import ShardFences
+
+            kube.shard_fences = ShardFences(args.shards)  # before for_caller views share it
         # ARC's --watch-single-namespace: cache only the runners' namespace and our own
         # (where listeners live), so namespaced Roles are enough RBAC.
         scopes = (args.watch_namespace, args.controller_namespace) if args.watch_namespace else ()
@@ -246,7 +255,7 @@ async def run_controller(
         if options.listener_mode == LISTENER_MODE_IN_PROCESS:
             host = ListenerHost(
                 kube.for_caller("listener"),
-                identity=socket.gethostname() or "gharc-controller",
+                identity=_host_identity(args),
                 ladder=options.listener_failure_backoff,
                 release_on_stop=options.release_sessions_on_stop,
                 release_allowed=lambda: not manager.leadership_lost,
@@ -265,6 +274,8 @@ async def run_controller(
             watch_namespace=watch if watch and watch != args.controller_namespace else None,
         )
         controllers = setup_scaleset_controllers(manager, deps)
+        if args.shards > 1:
+            _add_sharding(args, manager, kube, host)
         manager.loop_lag.on_stall = StallReporter(manager.cache, recorder)
         if options.release_sessions_on_stop:
             _add_handoff(manager, kube, recorder, host, controllers)
@@ -281,6 +292,50 @@ async def run_controller(
             await manager.run()
         finally:
             await resolver.aclose()  # the Key Vault connections, if any were opened
+
+
+def _host_identity(args: ControllerSettings) -> str:
+    """The owner name of the listeners' message sessions: the pod's name. With shards, the
+    replicas of one Deployment are told apart by ``POD_NAME`` (the downward API's) first."""
+    if args.shards > 1 and os.environ.get("POD_NAME"):
+        return os.environ["POD_NAME"]
+    return socket.gethostname() or "gharc-controller"
+
+
+def _add_sharding(
+    args: ControllerSettings, manager: Manager, kube: KubeClient, host: ListenerHost | None
+) -> None:
+    """``--shards`` > 1: a shard keeper on every replica, and every controller (and the
+    registration sweep) acting only for the scale sets of the shards it holds."""
+    from gharc.controllers.scaleset.orphans import OrphanReconciler
+    from gharc.controllers.scaleset.sharding import Sharding
+    from gharc.kube.controller import Controller
+    from gharc.kube.shards import ShardConfig, ShardKeeper
+
+    keeper: ShardKeeper | None = None
+
+    def owns(shard: int) -> bool:
+        return keeper is not None and keeper.owns(shard)
+
+    sharding = Sharding(owns, args.shards, host)
+    runnables = manager.runnables
+    sharding.install(manager.cache, {r.name: r for r in runnables if isinstance(r, Controller)})
+    for runnable in runnables:
+        if isinstance(runnable, OrphanReconciler):
+            runnable.shard_for = sharding.runner_set_shard
+    keeper = ShardKeeper(
+        kube,
+        ShardConfig(
+            args.leader_election_id,
+            args.leader_election_namespace or args.controller_namespace,
+            args.shards,
+        ),
+        kube.shard_fences,
+        on_gained=sharding.gained,
+        on_lost=sharding.lost,
+        before_release=sharding.before_release,
+    )
+    manager.add(keeper)
 
 
 def _add_handoff(
@@ -357,6 +412,8 @@ def _manager(
     from gharc.kube.manager import Manager
 
     extra: dict[str, Any] = {"registry": registry} if registry is not None else {}
+    # With shards every replica runs everything; the shard Leases say for which sets.
+    elect = args.enable_leader_election and (args.legacy or args.shards <= 1)
     return Manager(
         kube,
         metrics_address=serving_address(args.metrics_addr),
@@ -365,7 +422,7 @@ def _manager(
             args.leader_election_id,
             args.leader_election_namespace or args.controller_namespace,
         )
-        if args.enable_leader_election
+        if elect
         else None,
         handle_signals=handle_signals,
         **cache,

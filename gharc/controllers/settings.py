@@ -137,6 +137,18 @@ class ControllerSettings(GitHubSettings):
         flag="--leader-election-namespace",
         help="Namespace of the Lease (default: the controller's namespace).",
     )
+    shards: int = setting(
+        1,
+        flag="--shards",
+        parse=number(int, minimum=1),
+        chart="flags.shards",
+        help="Scale set mode: split the scale sets over this many shard Leases "
+        "(ID-shard-0, ID-shard-1, ... where ID is --leader-election-id) that the replicas "
+        "share out fairly; each replica "
+        "reconciles and hosts the listeners of the scale sets of the shards it holds. 1: one "
+        "replica acts for all (with --enable-leader-election, the holder of the leader Lease). "
+        "Every replica must be given the same number (gharc).",
+    )
     log_level: str = common.log_level(chart="flags.logLevel", help="Also given to listeners.")
     log_format: str = common.log_format(chart="flags.logFormat", help="Also given to listeners.")
     watch_namespace: str = setting(

@@ -36,6 +36,7 @@ from gharc.kube.inflight import NamespaceInFlight
 from gharc.kube.objects import meta as meta_of
 from gharc.kube.ratelimit import FairTokenBucket
 from gharc.kube.resources import Resource
+from gharc.kube.shardfence import ShardFences
 from gharc.kube.transport import Response, Transport
 
 __all__ = ["KubeClient", "ObjectList", "PatchType", "Reader", "object_key"]
@@ -174,6 +175,10 @@ class KubeClient(Reader):
         self.fence = WriteFence()
         """Checked before every write; the manager arms it when leader election is on.
         Shared by every :meth:`for_caller` view, so a listener's patch is fenced too."""
+        self.shard_fences: ShardFences | None = None
+        """With ``--shards`` > 1: a write made while acting for a shard is also checked
+        against that shard's fence (:mod:`gharc.kube.shardfence`). Set it before making
+        :meth:`for_caller` views, which share it."""
         self.caller = ""
         """Set on a :meth:`for_caller` view: its requests are also counted under this name."""
 
@@ -314,6 +319,8 @@ class KubeClient(Reader):
                 timeout = None if watch else self.request_timeout
                 if writes:
                     timeout = min(self.request_timeout, self.fence.check(method, path))
+                    if self.shard_fences is not None:
+                        timeout = min(timeout, self.shard_fences.check(method, path))
                 began = time.monotonic()
                 try:
                     resp = await self.transport.send_request(

@@ -22,8 +22,8 @@ import asyncio
 import logging
 import time
 import uuid
-from collections.abc import Iterable, Sequence
-from typing import Any
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, Protocol
 
 from gharc.kube import metrics
 from gharc.kube.errors import Conflict
@@ -33,9 +33,10 @@ from gharc.kube.logging import log_context
 from gharc.kube.predicate import Predicate
 from gharc.kube.ratelimit import RateLimiter
 from gharc.kube.reconcile import Reconciler, Request, Result, TerminalError
+from gharc.kube.shardfence import acting_for
 from gharc.kube.workqueue import ShutDown, WorkQueue
 
-__all__ = ["CacheSyncTimeout", "Controller"]
+__all__ = ["CacheSyncTimeout", "Controller", "Router"]
 
 log = logging.getLogger(__name__)
 
@@ -44,6 +45,14 @@ JSON = dict[str, Any]
 
 class CacheSyncTimeout(RuntimeError):
     """A source did not list within ``cache_sync_timeout``; the controller will not run blind."""
+
+
+class Router(Protocol):
+    """Which replica acts on a key, with ``--shards`` > 1 (:mod:`gharc.kube.shards`)."""
+
+    def route(self, request: Request) -> int | None:
+        """The shard ``request`` belongs to when this replica holds it, else None."""
+        ...
 
 
 class _Source:
@@ -109,6 +118,11 @@ class Controller:
             name=name, controller=name, rate_limiter=rate_limiter, fair_key=_tenant
         )
         self._sources: list[Informer] = []
+        self.router: Router | None = None
+        """Set with ``--shards`` > 1: a key is reconciled only when its shard is held here,
+        and as acting for that shard (its writes pass that shard's fence); other keys are
+        dropped (their shard's holder reconciles them; :meth:`enqueue_existing` brings them
+        back when this replica gains the shard)."""
         self._workers: list[asyncio.Task[None]] = []
         self._started = asyncio.Event()
         self._m_total = {
@@ -187,10 +201,32 @@ class Controller:
             if task is not None:  # names the work if it holds the loop (gharc.kube.looplag)
                 task.set_name(f"reconcile:{self.name}:{request.namespace}/{request.name}")
             try:
-                await self.reconcile_handler(request)
+                if self.router is None:
+                    await self.reconcile_handler(request)
+                else:
+                    shard = self.router.route(request)
+                    if shard is None:
+                        self.queue.forget(request)
+                    else:
+                        with acting_for(shard):
+                            await self.reconcile_handler(request)
             finally:
                 self._m_active.dec()
                 self.queue.done(request)
+
+    def enqueue_existing(self, select: Callable[[Request], bool]) -> int:
+        """Queue every object of the reconciled kind (in the cache) whose key ``select``
+        accepts; returns how many. A replica that gained a shard wakes its objects so."""
+        if not self._sources:
+            return 0
+        added = 0
+        for obj in self._sources[0].store:
+            meta = obj.get("metadata") or {}
+            request = Request(str(meta.get("namespace") or ""), str(meta.get("name") or ""))
+            if select(request):
+                self.queue.add(request)
+                added += 1
+        return added
 
     async def reconcile_handler(self, request: Request) -> str:
         """Reconcile one key and requeue it as its outcome says; returns the result label."""

@@ -164,6 +164,11 @@ class Manager:
         return self.keeper.elector if self.keeper is not None else None
 
     @property
+    def runnables(self) -> tuple[Any, ...]:
+        """Everything added so far, in order."""
+        return tuple(self._runnables)
+
+    @property
     def loop_lag(self) -> LoopLagMonitor:
         """The event loop's lag: its histogram and the work that held the loop longest."""
         return self._lag

@@ -38,6 +38,7 @@ from prometheus_client.registry import Collector
 
 from gharc.github.errors import GitHubError
 from gharc.kube.objects import meta as meta_of
+from gharc.kube.shardfence import current_shard
 from gharc.listener.app import Listener
 from gharc.listener.config import ListenerConfig
 from gharc.listener.metrics import ListenerMetrics
@@ -64,7 +65,6 @@ Key = tuple[str, str]
 Resolve = Callable[[bool], Awaitable[tuple[ListenerConfig, ActionsAPI, ListenerMetrics]]]
 """Builds a listener's config, Actions client and metrics; ``True`` after a failure, when
 cached credentials must be read again (a rotated or restored token)."""
-
 
 
 @dataclass(frozen=True)
@@ -109,6 +109,8 @@ class _Hosted:
     patcher: Any
     """A :class:`_HostedPatcher` (or a test double with ``offer`` and the same writes)."""
     task: asyncio.Task[None] | None = None
+    shard: int | None = None
+    """The shard the listener was started for (``--shards`` > 1); its task acts for it."""
     listener: Listener | None = None
     metrics: ListenerMetrics | None = None
     stop_requested: bool = False
@@ -230,7 +232,13 @@ class ListenerHost:
         if hosted is not None:
             self._request_stop(hosted, keep_session=True)
         patcher = self._patcher_factory(*runner_set)
-        fresh = _Hosted(key=key, fingerprint=fingerprint, resolve=resolve, patcher=patcher)
+        fresh = _Hosted(
+            key=key,
+            fingerprint=fingerprint,
+            resolve=resolve,
+            patcher=patcher,
+            shard=current_shard(),  # the task below inherits it: its writes are fenced by it
+        )
         if hosted is not None:
             fresh.failures = hosted.failures
             fresh.last_failure_time = hosted.last_failure_time
@@ -252,6 +260,19 @@ class ListenerHost:
         self._forget_runner_set(hosted)
         self._request_stop(hosted, keep_session=False)
         await self._await_task(hosted)
+
+    async def drop_shard(self, shard: int) -> int:
+        """Stop the listeners started for ``shard`` and keep their sessions recorded: the
+        replica that takes the shard over resumes each of them. Returns how many stopped."""
+        dropped = [h for h in self._hosted.values() if h.shard == shard]
+        for hosted in dropped:
+            del self._hosted[hosted.key]
+            self._forget_runner_set(hosted)
+            self._request_stop(hosted, keep_session=True)
+        await asyncio.gather(*(self._await_task(h) for h in dropped), return_exceptions=True)
+        if dropped:
+            log.info("shard %d given up: %d listeners stopped", shard, len(dropped))
+        return len(dropped)
 
     def status(self, key: Key) -> HostedListenerStatus | None:
         hosted = self._hosted.get(key)

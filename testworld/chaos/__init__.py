@@ -11,6 +11,7 @@ from testworld.chaos.hostile_metrics import HOSTILE_METRICS
 from testworld.chaos.incidents import INCIDENTS
 from testworld.chaos.jit_errors import JIT_ERRORS
 from testworld.chaos.report import CaseResult, problems, table
+from testworld.chaos.shards import SHARD_CASES
 from testworld.chaos.tenants import TENANTS
 
 CASES.update(INCIDENTS)  # GitHub's own incidents (issue 19 §6), in the same table and bench
@@ -18,5 +19,6 @@ CASES.update(DISRUPTIONS)  # evictions and a scale set deleted mid-run
 CASES.update(JIT_ERRORS)  # JIT configs failing while the other endpoints answer
 CASES.update(HOSTILE_METRICS)  # one tenant's metrics config against the shared controller
 CASES.update(TENANTS)  # a tenant's schedule, a frozen leader (issue 26)
+CASES.update(SHARD_CASES)  # replicas sharing the scale sets out (--shards)
 
 __all__ = ["BIG", "CASES", "SMALL", "CaseResult", "Sizes", "problems", "table"]

@@ -97,7 +97,12 @@ than silently ignored.
 
 {{/* Leader election is on exactly when more than one replica runs. */}}
 {{- define "gharc-controller.leaderElection" -}}
-{{- if gt (int (default 1 .Values.replicaCount)) 1 }}true{{ end }}
+{{- if or (gt (int (default 1 .Values.replicaCount)) 1) (include "gharc-controller.sharded" .) }}true{{ end }}
+{{- end }}
+
+{{/* flags.shards > 1: the replicas share the scale sets out over shard Leases. */}}
+{{- define "gharc-controller.sharded" -}}
+{{- if gt (int (default 1 .Values.flags.shards)) 1 }}true{{ end }}
 {{- end }}
 
 {{/* "0" and "" both mean "off" for a bind address, as in ARC. */}}

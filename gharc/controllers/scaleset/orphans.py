@@ -48,6 +48,7 @@ from gharc.kube.cache import Cache
 from gharc.kube.client import KubeClient
 from gharc.kube.manager import ManagerLike
 from gharc.kube.objects import parse_time
+from gharc.kube.shardfence import acting_for
 
 log = logging.getLogger(__name__)
 
@@ -103,6 +104,9 @@ class OrphanReconciler:
     """Runners still Running this long after GitHub dropped them after their job are
     finished (:mod:`hangs`, ARC #4603); 0 turns it off."""
     need_leader_election: bool = True
+    shard_for: Callable[[JSON], int | None] | None = None
+    """With ``--shards`` > 1: the held shard of an EphemeralRunnerSet's scale set, None when
+    another replica holds it (that replica sweeps the set)."""
     _orphan_since: dict[tuple[int, int], float] = field(default_factory=dict)
     _stop: asyncio.Event = field(default_factory=asyncio.Event)
     _hangs: HangReaper | None = None
@@ -138,8 +142,12 @@ class OrphanReconciler:
         seen_orphans: set[tuple[int, int]] = set()
         self._hung_seen = set()
         for (_url, ss_id), sets in groups.items():
+            shard = None if self.shard_for is None else self.shard_for(sets[0])
+            if self.shard_for is not None and shard is None:
+                continue
             try:
-                await self._sweep_scale_set(ss_id, sets, runners, seen_orphans)
+                with acting_for(shard):
+                    await self._sweep_scale_set(ss_id, sets, runners, seen_orphans)
             except (gh.GitHubError, ConfigurationError) as err:
                 log.info("registration reconcile of scale set %d skipped: %s", ss_id, err)
         # Drift that healed (or whose objects went away) starts its grace afresh next time.

@@ -99,6 +99,29 @@ def test_single_replica_has_no_leader_election(helm: Helm) -> None:
     assert lease_role["rules"][0]["resources"] == ["leases"]
 
 
+def test_shards_pass_the_flag_and_let_the_lease_role_list_and_delete(helm: Helm) -> None:
+    from gharc.controllers.main import parse_args
+
+    docs = render(helm, "controller-replicas-2", flags={"shards": 6})
+    args = parse_args(manager(docs)["args"], {c.ENV_CONTROLLER_NAMESPACE: "arc-systems"})
+    assert args.shards == 6 and args.leader_election_id == "arc-gha-rs-controller"
+    role = one(docs, "Role", "arc-gha-rs-controller-leader-election")
+    assert {"list", "delete"} <= set(role["rules"][0]["verbs"])
+    # One replica with shards still gets the Lease Role (it scales out later).
+    one(
+        render(helm, "controller-default", flags={"shards": 2}),
+        "Role",
+        "arc-gha-rs-controller-leader-election",
+    )
+    unsharded = one(
+        render(helm, "controller-replicas-2"), "Role", "arc-gha-rs-controller-leader-election"
+    )
+    assert unsharded["rules"][0]["verbs"] == ["create", "get", "update"]
+    assert not any(
+        a.startswith("--shards") for a in manager(render(helm, "controller-replicas-2"))["args"]
+    )
+
+
 def test_default_pod_is_non_root_and_read_only(helm: Helm) -> None:
     docs = render(helm, "controller-default")
     pod = one(docs, "Deployment")["spec"]["template"]["spec"]

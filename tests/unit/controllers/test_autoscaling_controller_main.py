@@ -81,3 +81,17 @@ def test_metrics_are_off_unless_an_address_is_given() -> None:
     args = parse_args(["--auto-scaling-runner-set-only"], env)
     assert args.metrics_addr == "0" and args.health_probe_bind_address == ""
     assert ControllerArgs(controller_namespace="x").metrics_addr == "0"
+
+
+def test_shards_default_to_one_and_must_be_positive() -> None:
+    env = {"CONTROLLER_MANAGER_POD_NAMESPACE": "arc"}
+    assert parse_args(["--auto-scaling-runner-set-only"], environ=env).shards == 1
+    assert parse_args(["--auto-scaling-runner-set-only", "--shards=8"], environ=env).shards == 8
+    with pytest.raises((UsageError, SystemExit)):
+        parse_args(["--auto-scaling-runner-set-only", "--shards=0"], environ=env)
+
+
+def test_shards_in_legacy_mode_is_a_clear_error() -> None:
+    env = {"CONTROLLER_MANAGER_POD_NAMESPACE": "arc", "GITHUB_TOKEN": "t"}
+    with pytest.raises(UsageError, match="--shards applies to scale set mode"):
+        parse_args(["--shards=4"], environ=env)

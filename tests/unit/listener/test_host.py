@@ -14,6 +14,7 @@ import pytest
 from listener_fakes import FakeActions, FakePatcher, config, message
 
 from gharc.github.errors import Unauthorized
+from gharc.kube.shardfence import CURRENT_SHARD, acting_for
 from gharc.listener.config import MetricsConfig
 from gharc.listener.host import PHASE_BACKOFF, PHASE_RUNNING, ListenerHost
 from gharc.listener.metrics import ListenerMetrics, default_metrics_config
@@ -30,6 +31,8 @@ class HostedFake(FakePatcher):
         self.namespace = namespace
         self.runner_set_name = name
         self.recorded: str | None = None
+        self.recorded_for: int | None = None
+        """The shard the code that recorded the session acted for."""
         self.markers: asyncio.Queue[int] = asyncio.Queue()
 
     def offer(self, marker: int) -> None:
@@ -40,6 +43,7 @@ class HostedFake(FakePatcher):
 
     async def record_session(self, session_id: str | None) -> None:
         self.recorded = session_id
+        self.recorded_for = CURRENT_SHARD.get()
 
 
 class World:
@@ -171,6 +175,26 @@ async def test_stop_keeps_sessions_for_the_successor_and_remove_deletes_them() -
     await world.host.stop()
     assert kept.deleted_sessions == [] and world.patchers["kept"].recorded == "s1"
     assert len(world.host) == 0
+
+
+async def test_giving_a_shard_away_stops_its_listeners_and_keeps_their_sessions() -> None:
+    world = World()
+    apis = {name: FakeActions() for name in ("a", "b", "c")}
+    shards = {"a": 1, "b": 2, "c": 1}
+    for name, api in apis.items():
+        with acting_for(shards[name]):
+            world.start(name, api)
+    await _until(
+        lambda: len(world.patchers) == 3 and all(p.recorded for p in world.patchers.values())
+    )
+    # Each listener's task acts for the shard it was started for: its writes are fenced so.
+    assert {n: world.patchers[n].recorded_for for n in apis} == shards
+    assert await world.host.drop_shard(1) == 2
+    assert world.host.keys() == [("ctl", "b")]
+    assert all(apis[n].deleted_sessions == [] for n in ("a", "c"))
+    assert world.patchers["a"].recorded == "s1" and world.patchers["c"].recorded == "s1"
+    assert await world.host.drop_shard(1) == 0
+    await world.host.stop()
 
 
 async def test_release_on_stop_deletes_every_session_and_record_even_in_backoff() -> None:
