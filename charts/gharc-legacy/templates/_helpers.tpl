@@ -155,6 +155,9 @@ never silently ignored (docs/legacy.md, "Chart values").
 {{- if or $auth.github_basicauth_username $auth.github_basicauth_password }}
 {{- fail "authSecret.github_basicauth_username/password: gharc has no basic auth to a GitHub API proxy; use github_token or the github_app_* keys, and give a proxy's address with env HTTPS_PROXY" }}
 {{- end }}
+{{- if .Values.createDummySecret }}
+{{- fail "createDummySecret: ARC's chart renders a Secret controller-manager with the token \"test\" for its own CI; gharc renders no credentials nobody gave. Remove createDummySecret and set authSecret (create: true with github_token or the github_app_* keys, or the name of an existing Secret)" }}
+{{- end }}
 {{- if .Values.githubUploadURL }}
 {{- fail "githubUploadURL: gharc makes no upload API calls; remove githubUploadURL (githubURL and githubEnterpriseServerURL are honoured)" }}
 {{- end }}

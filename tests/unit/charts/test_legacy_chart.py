@@ -342,6 +342,7 @@ REFUSED: list[tuple[JSON, str]] = [
     ),
     ({"authSecret": {"github_basicauth_username": "u"}}, "github_basicauth_username"),
     ({"githubUploadURL": "https://uploads.example.com"}, "githubUploadURL"),
+    ({"createDummySecret": True}, "createDummySecret"),
     (
         {"rbac": {"allowGrantingKubernetesContainerModePermissions": True}},
         "allowGrantingKubernetesContainerModePermissions",
