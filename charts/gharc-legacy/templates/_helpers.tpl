@@ -193,9 +193,14 @@ server (githubWebhookServer or actionsMetricsServer values) and suffix.
 {{- end }}
 {{- end }}
 
+{{/*
+A server's selector labels are ARC's (name: the chart's base name or the server's
+nameOverride; instance: "<release>-<suffix>"): a Deployment's selector is immutable, so any
+other labels would make `helm upgrade` of an ARC release fail on the server Deployments.
+*/}}
 {{- define "gharc-legacy.serverSelectorLabels" -}}
-app.kubernetes.io/name: {{ default (printf "%s-%s" (include "gharc-legacy.name" .root) .suffix) .server.nameOverride | trunc 63 | trimSuffix "-" }}
-app.kubernetes.io/instance: {{ .root.Release.Name | quote }}
+app.kubernetes.io/name: {{ default (include "gharc-legacy.baseName" .root) .server.nameOverride | trunc 63 | trimSuffix "-" }}
+app.kubernetes.io/instance: {{ printf "%s-%s" .root.Release.Name .suffix | quote }}
 {{- end }}
 
 {{- define "gharc-legacy.serverServiceAccountName" -}}
