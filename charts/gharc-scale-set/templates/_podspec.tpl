@@ -106,6 +106,16 @@ result is printed with toYaml. The controller adds nothing mode-specific later.
 {{- if not $runner.volumeMounts }}{{ $_ := set $runner "volumeMounts" list }}{{ end }}
 {{- end }}
 {{- end }}
+{{- /* Volumes in ARC's order: the TLS bundle, the mode's volumes, then the user's others. */}}
+{{- if $spec.volumes }}
+{{- $first := list "github-server-tls-cert" }}
+{{- if eq $mode "dind" }}{{ $first = concat $first (list "dind-sock" "dind-externals" "work") }}{{ end }}
+{{- if eq $mode "kubernetes" }}{{ $first = append $first "work" }}{{ end }}
+{{- $ordered := list }}
+{{- range $n := $first }}{{ range $spec.volumes }}{{ if eq .name $n }}{{ $ordered = append $ordered . }}{{ end }}{{ end }}{{ end }}
+{{- range $spec.volumes }}{{ if not (has .name $first) }}{{ $ordered = append $ordered . }}{{ end }}{{ end }}
+{{- $_ := set $spec "volumes" $ordered }}
+{{- end }}
 {{- $_ := set $tpl "spec" $spec }}
 {{- toYaml $tpl }}
 {{- end }}

@@ -228,6 +228,19 @@ def test_dind_mode_adds_sidecar_and_docker_host(helm: Helm) -> None:
     assert env["DOCKER_HOST"] == "unix:///var/run/docker.sock"
     # ARC's order: an upgrade from ARC does not reorder the pod template's volumes.
     assert [v["name"] for v in spec["volumes"]] == ["dind-sock", "dind-externals", "work"]
+    template = {
+        "spec": {
+            "containers": [{"name": "runner", "image": "r"}],
+            "volumes": [
+                {"name": "foo", "emptyDir": {}},
+                {"name": "work", "hostPath": {"path": "/d"}},
+            ],
+        }
+    }
+    ars = one(render(helm, "scale-set-dind", template=template), c.KIND_AUTOSCALING_RUNNER_SET)
+    volumes = ars["spec"]["template"]["spec"]["volumes"]
+    assert [v["name"] for v in volumes] == ["dind-sock", "dind-externals", "work", "foo"]
+    assert volumes[2]["hostPath"] == {"path": "/d"}  # the user's work volume is kept
     old = helm.template(SCALE_SET_CHART, values=CASES["scale-set-dind"][2], kube_version="1.28.0")
     spec = one(old.documents(), c.KIND_AUTOSCALING_RUNNER_SET)["spec"]["template"]["spec"]
     assert [x["name"] for x in spec["containers"]] == ["runner", "dind"]
