@@ -189,7 +189,14 @@ server (githubWebhookServer or actionsMetricsServer values) and suffix.
 {{- if .server.fullnameOverride }}
 {{- .server.fullnameOverride | trunc 63 | trimSuffix "-" }}
 {{- else }}
-{{- printf "%s-%s" (include "gharc-legacy.fullname" .root) .suffix | trunc 63 | trimSuffix "-" }}
+{{- /* ARC's formula: the server's nameOverride (not the chart's) and the release name. */}}
+{{- $name := default (include "gharc-legacy.baseName" .root) .server.nameOverride }}
+{{- $instance := printf "%s-%s" .root.Release.Name .suffix }}
+{{- if contains $name $instance }}
+{{- $instance | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s-%s" .root.Release.Name $name .suffix | trunc 63 | trimSuffix "-" }}
+{{- end }}
 {{- end }}
 {{- end }}
 

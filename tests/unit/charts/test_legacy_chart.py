@@ -268,14 +268,37 @@ def test_server_selectors_are_arcs(helm: Helm, override: JSON, name: str) -> Non
     docs = _render(helm, {"authSecret": {"name": "controller-creds"}, **values})
     for suffix in ("github-webhook-server", "actions-metrics-server"):
         want = {"app.kubernetes.io/name": name, "app.kubernetes.io/instance": f"arc-{suffix}"}
-        deploy = _one(docs, "Deployment", f"{FULL}-{suffix}")
+        full = f"arc-{'hooks' if override else 'actions-runner-controller'}-{suffix}"
+        deploy = _one(docs, "Deployment", full)
         assert deploy["spec"]["selector"]["matchLabels"] == want
         pod_labels = deploy["spec"]["template"]["metadata"]["labels"]
         assert want.items() <= pod_labels.items()
         assert want.items() <= deploy["metadata"]["labels"].items()
-        assert _one(docs, "Service", f"{FULL}-{suffix}")["spec"]["selector"] == want
+        assert _one(docs, "Service", full)["spec"]["selector"] == want
     controller = _one(docs, "Deployment", FULL)["spec"]["selector"]["matchLabels"]
     assert controller["app.kubernetes.io/instance"] == "arc"
+
+
+@pytest.mark.parametrize(
+    ("values", "names"),
+    [
+        ({}, ["arc-actions-runner-controller-github-webhook-server"]),
+        (
+            {"nameOverride": "xx", "fullnameOverride": "yy"},
+            ["arc-actions-runner-controller-github-webhook-server"],
+        ),
+        ({"githubWebhookServer": {"nameOverride": "hooks"}}, ["arc-hooks-github-webhook-server"]),
+        ({"githubWebhookServer": {"fullnameOverride": "hooks"}}, ["hooks"]),
+    ],
+    ids=["default", "chart-overrides", "server-name-override", "server-fullname-override"],
+)
+def test_server_names_are_arcs(helm: Helm, values: JSON, names: list[str]) -> None:
+    """ARC names a server "<release>-<server nameOverride or chart name>-github-webhook-server",
+    whatever the chart's own nameOverride/fullnameOverride: another name would make `helm
+    upgrade` from ARC replace the Deployment, its Service and its service account."""
+    server = {**_SERVERS["githubWebhookServer"], **values.pop("githubWebhookServer", {})}
+    docs = _render(helm, {"authSecret": {"name": "c"}, "githubWebhookServer": server, **values})
+    assert [d["metadata"]["name"] for d in docs if d["kind"] == "Deployment"][1:] == names
 
 
 def test_webhook_server_values(helm: Helm) -> None:
