@@ -31,7 +31,7 @@ set values that pin controllerServiceAccount.name keep binding an account that e
 {{- end }}
 
 {{- define "gharc-controller.chart" -}}
-{{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{- printf "%s-%s" (include "gharc-controller.baseName" .) .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
 {{- end }}
 
 {{- define "gharc-controller.selectorLabels" -}}
@@ -84,14 +84,14 @@ than silently ignored.
 
 {{- define "gharc-controller.serviceAccountName" -}}
 {{- if eq .Values.serviceAccount.name "default" }}
-{{- fail "serviceAccount.name must not be \"default\": the controller needs its own service account for its RBAC bindings" }}
+{{- fail "serviceAccount.name cannot be set to 'default': the controller needs its own service account for its RBAC bindings" }}
 {{- end }}
 {{- if .Values.serviceAccount.create }}
 {{- default (include "gharc-controller.fullname" .) .Values.serviceAccount.name }}
 {{- else if .Values.serviceAccount.name }}
 {{- .Values.serviceAccount.name }}
 {{- else }}
-{{- fail "serviceAccount.name must name an existing service account when serviceAccount.create is false" }}
+{{- fail "serviceAccount.name must be set if serviceAccount.create is false (the name of an existing service account)" }}
 {{- end }}
 {{- end }}
 

@@ -155,6 +155,9 @@ never silently ignored (docs/legacy.md, "Chart values").
 {{- if or $auth.github_basicauth_username $auth.github_basicauth_password }}
 {{- fail "authSecret.github_basicauth_username/password: gharc has no basic auth to a GitHub API proxy; use github_token or the github_app_* keys, and give a proxy's address with env HTTPS_PROXY" }}
 {{- end }}
+{{- if .Values.createDummySecret }}
+{{- fail "createDummySecret: ARC's chart renders a Secret controller-manager with the token \"test\" for its own CI; gharc renders no credentials nobody gave. Remove createDummySecret and set authSecret (create: true with github_token or the github_app_* keys, or the name of an existing Secret)" }}
+{{- end }}
 {{- if .Values.githubUploadURL }}
 {{- fail "githubUploadURL: gharc makes no upload API calls; remove githubUploadURL (githubURL and githubEnterpriseServerURL are honoured)" }}
 {{- end }}
@@ -186,13 +189,25 @@ server (githubWebhookServer or actionsMetricsServer values) and suffix.
 {{- if .server.fullnameOverride }}
 {{- .server.fullnameOverride | trunc 63 | trimSuffix "-" }}
 {{- else }}
-{{- printf "%s-%s" (include "gharc-legacy.fullname" .root) .suffix | trunc 63 | trimSuffix "-" }}
+{{- /* ARC's formula: the server's nameOverride (not the chart's) and the release name. */}}
+{{- $name := default (include "gharc-legacy.baseName" .root) .server.nameOverride }}
+{{- $instance := printf "%s-%s" .root.Release.Name .suffix }}
+{{- if contains $name $instance }}
+{{- $instance | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s-%s" .root.Release.Name $name .suffix | trunc 63 | trimSuffix "-" }}
+{{- end }}
 {{- end }}
 {{- end }}
 
+{{/*
+A server's selector labels are ARC's (name: the chart's base name or the server's
+nameOverride; instance: "<release>-<suffix>"): a Deployment's selector is immutable, so any
+other labels would make `helm upgrade` of an ARC release fail on the server Deployments.
+*/}}
 {{- define "gharc-legacy.serverSelectorLabels" -}}
-app.kubernetes.io/name: {{ default (printf "%s-%s" (include "gharc-legacy.name" .root) .suffix) .server.nameOverride | trunc 63 | trimSuffix "-" }}
-app.kubernetes.io/instance: {{ .root.Release.Name | quote }}
+app.kubernetes.io/name: {{ default (include "gharc-legacy.baseName" .root) .server.nameOverride | trunc 63 | trimSuffix "-" }}
+app.kubernetes.io/instance: {{ printf "%s-%s" .root.Release.Name .suffix | quote }}
 {{- end }}
 
 {{- define "gharc-legacy.serverServiceAccountName" -}}

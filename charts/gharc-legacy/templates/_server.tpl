@@ -62,8 +62,8 @@ metadata:
   name: {{ $name }}
   namespace: {{ $ns }}
   labels:
-    {{- include "gharc-legacy.labels" $root | nindent 4 }}
-    {{- $labels | nindent 4 }}
+    {{- /* The selector labels win over the chart's (one key, one value). */}}
+    {{- merge ($labels | fromYaml) (include "gharc-legacy.labels" $root | fromYaml) | toYaml | nindent 4 }}
 spec:
   replicas: {{ $s.replicaCount }}
   selector:

@@ -71,8 +71,8 @@ annotations:
 {{- end }}
 
 {{/*
-minRunners or maxRunners as ARC's chart reads them: a number or a quoted number; null or
-a negative number means "not set" (no minimum, no limit). Returns "" or the integer.
+minRunners or maxRunners: a number or a quoted number; null means "not set" (no minimum,
+no limit) and a negative number fails, as in ARC's chart. Returns "" or the integer.
 Call with (dict "name" "minRunners" "value" .Values.minRunners).
 */}}
 {{- define "gharc-scale-set.runnerCount" -}}
@@ -82,7 +82,10 @@ Call with (dict "name" "minRunners" "value" .Values.minRunners).
 {{- fail (printf "%s must be a whole number, got %q" .name $v) }}
 {{- end }}
 {{- $n := int64 (trim (toString $v)) }}
-{{- if ge $n 0 }}{{ $n }}{{ end }}
+{{- if lt $n 0 }}
+{{- fail (printf "%s has to be greater or equal to 0, got %d (leave it unset for no limit)" .name $n) }}
+{{- end }}
+{{- $n }}
 {{- end }}
 {{- end }}
 
@@ -97,7 +100,7 @@ Call with (dict "name" "minRunners" "value" .Values.minRunners).
 
 {{- define "gharc-scale-set.githubSecretName" -}}
 {{- if kindIs "string" .Values.githubConfigSecret }}
-{{- required "githubConfigSecret must name a Secret or hold github_token or the github_app_* keys" (.Values.githubConfigSecret | default nil) }}
+{{- required ".Values.githubConfigSecret is required for setting auth with GitHub server: githubConfigSecret must name a Secret or hold github_token or the github_app_* keys" (.Values.githubConfigSecret | default nil) }}
 {{- else }}
 {{- include "gharc-scale-set.fullname" . }}-github-secret
 {{- end }}

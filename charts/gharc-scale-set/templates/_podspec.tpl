@@ -80,9 +80,9 @@ result is printed with toYaml. The controller adds nothing mode-specific later.
 {{- end }}
 {{- $_ := set $spec "initContainers" (concat $inits (default list $spec.initContainers)) }}
 {{- $_ := set $spec "containers" $containers }}
-{{- $_ := include "gharc-scale-set.addVolume" (dict "s" $spec "v" (dict "name" "work" "emptyDir" dict)) }}
 {{- $_ := include "gharc-scale-set.addVolume" (dict "s" $spec "v" (dict "name" "dind-sock" "emptyDir" dict)) }}
 {{- $_ := include "gharc-scale-set.addVolume" (dict "s" $spec "v" (dict "name" "dind-externals" "emptyDir" dict)) }}
+{{- $_ := include "gharc-scale-set.addVolume" (dict "s" $spec "v" (dict "name" "work" "emptyDir" dict)) }}
 {{- end }}
 
 {{- if has $mode (list "kubernetes" "kubernetes-novolume") }}
@@ -101,7 +101,20 @@ result is printed with toYaml. The controller adds nothing mode-specific later.
 {{- $_ := include "gharc-scale-set.addVolume" (dict "s" $spec "v" (dict "name" "work" "ephemeral" (dict "volumeClaimTemplate" (dict "spec" $claim)))) }}
 {{- else }}
 {{- $_ := include "gharc-scale-set.addEnv" (dict "c" $runner "e" (dict "name" "ACTIONS_RUNNER_IMAGE" "value" $runner.image)) }}
+{{- /* No work volume: empty lists rather than absent ones, as ARC's chart renders them. */}}
+{{- if not $spec.volumes }}{{ $_ := set $spec "volumes" list }}{{ end }}
+{{- if not $runner.volumeMounts }}{{ $_ := set $runner "volumeMounts" list }}{{ end }}
 {{- end }}
+{{- end }}
+{{- /* Volumes in ARC's order: the TLS bundle, the mode's volumes, then the user's others. */}}
+{{- if $spec.volumes }}
+{{- $first := list "github-server-tls-cert" }}
+{{- if eq $mode "dind" }}{{ $first = concat $first (list "dind-sock" "dind-externals" "work") }}{{ end }}
+{{- if eq $mode "kubernetes" }}{{ $first = append $first "work" }}{{ end }}
+{{- $ordered := list }}
+{{- range $n := $first }}{{ range $spec.volumes }}{{ if eq .name $n }}{{ $ordered = append $ordered . }}{{ end }}{{ end }}{{ end }}
+{{- range $spec.volumes }}{{ if not (has .name $first) }}{{ $ordered = append $ordered . }}{{ end }}{{ end }}
+{{- $_ := set $spec "volumes" $ordered }}
 {{- end }}
 {{- $_ := set $tpl "spec" $spec }}
 {{- toYaml $tpl }}

@@ -237,10 +237,11 @@ _SCALE_SET_BASE: JSON = {
     ("extra", "expect"),
     [
         ({"minRunners": "2", "maxRunners": "5"}, {"minRunners": 2, "maxRunners": 5}),
-        ({"minRunners": 1, "maxRunners": -1}, {"minRunners": 1}),
-        ({"containerMode": {"type": "none"}}, {"minRunners": 0}),
+        ({"minRunners": 1, "maxRunners": None}, {"minRunners": 1}),
+        # As in ARC: no minRunners value, no minRunners in the spec.
+        ({"containerMode": {"type": "none"}}, {}),
     ],
-    ids=["quoted-counts", "negative-max-is-unlimited", "container-mode-none"],
+    ids=["quoted-counts", "null-max-is-unlimited", "container-mode-none"],
 )
 def test_arc_value_shapes_are_accepted(helm: Helm, extra: JSON, expect: JSON) -> None:
     result = helm.template(

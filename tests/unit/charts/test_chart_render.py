@@ -80,6 +80,8 @@ def test_controller_args_are_accepted_by_the_controller(helm: Helm) -> None:
 
 def test_controller_env_names_namespace_and_image(helm: Helm) -> None:
     env = {e["name"]: e for e in manager(render(helm, "controller-default"))["env"]}
+    # ARC's two variables, then the user's env (ARC's tests index them from 2).
+    assert list(env) == ["CONTROLLER_MANAGER_CONTAINER_IMAGE", "CONTROLLER_MANAGER_POD_NAMESPACE"]
     assert env["CONTROLLER_MANAGER_POD_NAMESPACE"]["valueFrom"]["fieldRef"] == {
         "fieldPath": "metadata.namespace"
     }
@@ -247,7 +249,21 @@ def test_dind_mode_adds_sidecar_and_docker_host(helm: Helm) -> None:
     assert dind["restartPolicy"] == "Always" and dind["securityContext"]["privileged"] is True
     env = {e["name"]: e.get("value") for e in _runner(ars)["env"]}
     assert env["DOCKER_HOST"] == "unix:///var/run/docker.sock"
-    assert {v["name"] for v in spec["volumes"]} == {"work", "dind-sock", "dind-externals"}
+    # ARC's order: an upgrade from ARC does not reorder the pod template's volumes.
+    assert [v["name"] for v in spec["volumes"]] == ["dind-sock", "dind-externals", "work"]
+    template = {
+        "spec": {
+            "containers": [{"name": "runner", "image": "r"}],
+            "volumes": [
+                {"name": "foo", "emptyDir": {}},
+                {"name": "work", "hostPath": {"path": "/d"}},
+            ],
+        }
+    }
+    ars = one(render(helm, "scale-set-dind", template=template), c.KIND_AUTOSCALING_RUNNER_SET)
+    volumes = ars["spec"]["template"]["spec"]["volumes"]
+    assert [v["name"] for v in volumes] == ["dind-sock", "dind-externals", "work", "foo"]
+    assert volumes[2]["hostPath"] == {"path": "/d"}  # the user's work volume is kept
     old = helm.template(SCALE_SET_CHART, values=CASES["scale-set-dind"][2], kube_version="1.28.0")
     spec = one(old.documents(), c.KIND_AUTOSCALING_RUNNER_SET)["spec"]["template"]["spec"]
     assert [x["name"] for x in spec["containers"]] == ["runner", "dind"]
@@ -273,6 +289,9 @@ def test_kubernetes_mode_wires_hooks_and_service_account(helm: Helm) -> None:
     assert env["ACTIONS_RUNNER_IMAGE"]["value"] == _runner(ars)["image"]
     role = one(novolume, "Role", "arc-gha-rs-kube-mode")
     assert not any(r["resources"] == ["jobs"] for r in role["rules"])
+    # No work volume: empty lists, as ARC renders them, rather than absent keys.
+    assert ars["spec"]["template"]["spec"]["volumes"] == []
+    assert _runner(ars)["volumeMounts"] == []
 
 
 def test_user_env_and_reserved_labels_win(helm: Helm) -> None:
@@ -318,6 +337,21 @@ LONG = "a" * 46
             "minRunners (5) must not be greater than maxRunners (2)",
         ),
         ({"maxRunners": "lots"}, "arc", "maxRunners"),
+        # Negative counts fail with ARC's message (they are not "no limit").
+        ({"maxRunners": -1}, "arc", "maxRunners has to be greater or equal to 0"),
+        ({"minRunners": -1}, "arc", "minRunners has to be greater or equal to 0"),
+        # Refused although ARC renders them (docs/migration-from-arc.md, values gharc refuses).
+        ({"githubConfigUrl": "https://github.com"}, "arc", "is not a GitHub organization"),
+        (
+            {"githubServerTLS": {"certificateFrom": {"configMapKeyRef": {"name": "ca"}}}},
+            "arc",
+            "needs both name and key",
+        ),
+        (
+            {"template": {"spec": {"containers": [{"name": "runner"}]}}},
+            "arc",
+            "template.spec.containers[name=runner].image is required",
+        ),
         ({}, LONG, "at most 45 are allowed"),
         ({"runnerScaleSetName": LONG}, "arc", "maxLength"),
         (
@@ -395,9 +429,12 @@ def test_bad_scale_set_values_fail_readably(
     [
         (
             {"serviceAccount": {"create": False, "name": ""}},
-            "serviceAccount.name must name an existing",
+            "serviceAccount.name must be set if serviceAccount.create is false",
         ),
-        ({"serviceAccount": {"name": "default"}}, 'serviceAccount.name must not be "default"'),
+        ({"serviceAccount": {"name": "default"}}, "serviceAccount.name cannot be set to 'default'"),
+        # Refused although ARC renders them (docs/migration-from-arc.md, values gharc refuses).
+        ({"flags": {"watchSingleNamespace": True}}, "/flags/watchSingleNamespace"),
+        ({"env": [{"Name": "X", "Value": "y"}]}, "/env/0"),
         ({"flags": {"logLevel": "verbose"}}, "/flags/logLevel"),
         ({"flags": {"runnerMaxConcurrentReconciles": 0}}, "/flags/runnerMaxConcurrentReconciles"),
         ({"metrics": {"controllerManagerAddr": "localhost"}}, "must end with a numeric port"),

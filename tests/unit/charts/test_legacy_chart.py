@@ -246,6 +246,61 @@ def test_single_namespace_scope_uses_roles_in_the_watched_namespace(helm: Helm) 
     assert "--watch-namespace=arc-systems" in manager["args"]
 
 
+_SERVERS: JSON = {
+    key: {
+        "enabled": True,
+        "secret": {"enabled": True, "create": True, "github_webhook_secret_token": "s"},
+    }
+    for key in ("githubWebhookServer", "actionsMetricsServer")
+}
+
+
+@pytest.mark.parametrize(
+    ("override", "name"),
+    [({}, "actions-runner-controller"), ({"nameOverride": "hooks"}, "hooks")],
+    ids=["default", "server-name-override"],
+)
+def test_server_selectors_are_arcs(helm: Helm, override: JSON, name: str) -> None:
+    """A Deployment's selector is immutable: `helm upgrade` of an ARC release keeps it only if
+    it is ARC's (ARC's _github_webhook_server_helpers.tpl and _actions_metrics_server_helpers.tpl:
+    name = the server's nameOverride or the chart name, instance = "<release>-<server>")."""
+    values = {key: {**server, **override} for key, server in _SERVERS.items()}
+    docs = _render(helm, {"authSecret": {"name": "controller-creds"}, **values})
+    for suffix in ("github-webhook-server", "actions-metrics-server"):
+        want = {"app.kubernetes.io/name": name, "app.kubernetes.io/instance": f"arc-{suffix}"}
+        full = f"arc-{'hooks' if override else 'actions-runner-controller'}-{suffix}"
+        deploy = _one(docs, "Deployment", full)
+        assert deploy["spec"]["selector"]["matchLabels"] == want
+        pod_labels = deploy["spec"]["template"]["metadata"]["labels"]
+        assert want.items() <= pod_labels.items()
+        assert want.items() <= deploy["metadata"]["labels"].items()
+        assert _one(docs, "Service", full)["spec"]["selector"] == want
+    controller = _one(docs, "Deployment", FULL)["spec"]["selector"]["matchLabels"]
+    assert controller["app.kubernetes.io/instance"] == "arc"
+
+
+@pytest.mark.parametrize(
+    ("values", "names"),
+    [
+        ({}, ["arc-actions-runner-controller-github-webhook-server"]),
+        (
+            {"nameOverride": "xx", "fullnameOverride": "yy"},
+            ["arc-actions-runner-controller-github-webhook-server"],
+        ),
+        ({"githubWebhookServer": {"nameOverride": "hooks"}}, ["arc-hooks-github-webhook-server"]),
+        ({"githubWebhookServer": {"fullnameOverride": "hooks"}}, ["hooks"]),
+    ],
+    ids=["default", "chart-overrides", "server-name-override", "server-fullname-override"],
+)
+def test_server_names_are_arcs(helm: Helm, values: JSON, names: list[str]) -> None:
+    """ARC names a server "<release>-<server nameOverride or chart name>-github-webhook-server",
+    whatever the chart's own nameOverride/fullnameOverride: another name would make `helm
+    upgrade` from ARC replace the Deployment, its Service and its service account."""
+    server = {**_SERVERS["githubWebhookServer"], **values.pop("githubWebhookServer", {})}
+    docs = _render(helm, {"authSecret": {"name": "c"}, "githubWebhookServer": server, **values})
+    assert [d["metadata"]["name"] for d in docs if d["kind"] == "Deployment"][1:] == names
+
+
 def test_webhook_server_values(helm: Helm) -> None:
     docs = _render(
         helm,
@@ -342,6 +397,7 @@ REFUSED: list[tuple[JSON, str]] = [
     ),
     ({"authSecret": {"github_basicauth_username": "u"}}, "github_basicauth_username"),
     ({"githubUploadURL": "https://uploads.example.com"}, "githubUploadURL"),
+    ({"createDummySecret": True}, "createDummySecret"),
     (
         {"rbac": {"allowGrantingKubernetesContainerModePermissions": True}},
         "allowGrantingKubernetesContainerModePermissions",
