@@ -70,6 +70,13 @@ async def resolve_vault(cfg: ListenerConfig, vault: AzureKeyVault | None = None)
     )
     try:
         resolved.validate_semantics()
+        if not resolved.has_credentials:
+            # validate_semantics lets a vault config without credentials pass (they are
+            # read here); after the read, none at all must not start a listener.
+            raise ConfigError(
+                "no credentials: the secret holds neither github_token nor github_app_id, "
+                "github_app_installation_id and github_app_private_key"
+            )
     except ConfigError as err:
         raise ConfigError(f"vault secret {cfg.vault_lookup_key}: {err}") from None
     return resolved
