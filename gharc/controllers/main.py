@@ -54,6 +54,7 @@ if TYPE_CHECKING:  # the modes' modules are imported when a mode runs, not with 
     from gharc.kube.controller import Controller
     from gharc.kube.events import EventRecorder
     from gharc.kube.manager import Manager
+    from gharc.kube.shardfence import ShardFences
     from gharc.listener.host import ListenerHost
 
 __all__ = [
@@ -235,7 +236,8 @@ async def run_controller(
         if args.shards > 1:
             from gharc.kube.shardfence import ShardFences
 
-            kube.shard_fences = ShardFences(args.shards)  # before for_caller views share it
+            fences = ShardFences(args.shards)
+            kube.shard_fences = fences  # before for_caller views share it
         # ARC's --watch-single-namespace: cache only the runners' namespace and our own
         # (where listeners live), so namespaced Roles are enough RBAC.
         scopes = (args.watch_namespace, args.controller_namespace) if args.watch_namespace else ()
@@ -275,7 +277,7 @@ async def run_controller(
         )
         controllers = setup_scaleset_controllers(manager, deps)
         if args.shards > 1:
-            _add_sharding(args, manager, kube, host)
+            _add_sharding(args, manager, kube, host, fences)
         manager.loop_lag.on_stall = StallReporter(manager.cache, recorder)
         if options.release_sessions_on_stop:
             _add_handoff(manager, kube, recorder, host, controllers)
@@ -303,7 +305,11 @@ def _host_identity(args: ControllerSettings) -> str:
 
 
 def _add_sharding(
-    args: ControllerSettings, manager: Manager, kube: KubeClient, host: ListenerHost | None
+    args: ControllerSettings,
+    manager: Manager,
+    kube: KubeClient,
+    host: ListenerHost | None,
+    fences: ShardFences,
 ) -> None:
     """``--shards`` > 1: a shard keeper on every replica, and every controller (and the
     registration sweep) acting only for the scale sets of the shards it holds."""
@@ -330,7 +336,7 @@ def _add_sharding(
             args.leader_election_namespace or args.controller_namespace,
             args.shards,
         ),
-        kube.shard_fences,
+        fences,
         on_gained=sharding.gained,
         on_lost=sharding.lost,
         before_release=sharding.before_release,
