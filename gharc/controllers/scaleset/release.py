@@ -79,7 +79,7 @@ async def release_all(
         report.sessions_deleted += 1
         log.info("message session %s of %s/%s deleted", session_id, *key)
     report.sessions_failed = len(failed)
-    handoff = Handoff(kube, _Without(kube, failed), None, sweep_sessions=True)
+    handoff = Handoff(kube, _Without(kube, failed, namespace), None, sweep_sessions=True)
     await handoff.release()
     report.annotations_removed = handoff.released_annotations
     report.secrets_released = handoff.released_secrets
@@ -88,11 +88,17 @@ async def release_all(
 
 class _Without(Reader):
     """A reader that hides the EphemeralRunnerSets whose session could not be deleted, so
-    their annotation stays and names the session still to release."""
+    their annotation stays and names the session still to release, and that lists only
+    ``namespace`` when one was given: :class:`Handoff` lists every namespace, and another
+    namespace's session annotation (its session not deleted here) or Secret finalizer is not
+    this run's to remove."""
 
-    def __init__(self, kube: KubeClient, hidden: set[tuple[str, str]]) -> None:
+    def __init__(
+        self, kube: KubeClient, hidden: set[tuple[str, str]], namespace: str | None = None
+    ) -> None:
         self.kube = kube
         self.hidden = hidden
+        self.namespace = namespace
 
     async def get(self, resource: Resource, name: str, *, namespace: str | None = None) -> JSON:
         return await self.kube.get(resource, name, namespace=namespace)
@@ -107,7 +113,7 @@ class _Without(Reader):
     ) -> list[JSON]:
         items = await self.kube.list(
             resource,
-            namespace=namespace,
+            namespace=namespace if namespace is not None else self.namespace,
             label_selector=label_selector,
             field_selector=field_selector,
         )
