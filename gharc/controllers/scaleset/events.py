@@ -13,8 +13,8 @@ import logging
 from collections.abc import Mapping
 from typing import Any, Protocol
 
+from gharc.kube import objects
 from gharc.kube.events import NORMAL, WARNING
-from gharc.kube.objects import meta as meta_of
 
 __all__ = ["NORMAL", "WARNING", "EventRecorder", "emit"]
 
@@ -33,7 +33,7 @@ async def emit(
     message: str,
 ) -> None:
     """Record one event on ``obj`` and log it; errors are logged, never raised."""
-    meta = meta_of(obj)
+    meta = objects.meta(obj)
     log.info(
         "%s %s/%s: %s: %s",
         obj.get("kind"),

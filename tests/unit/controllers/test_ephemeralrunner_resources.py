@@ -9,6 +9,7 @@ from gharc.controllers.scaleset import runnerresources as rr
 from gharc.controllers.scaleset.ephemeralrunnerset import Buckets
 from gharc.controllers.scaleset.labels import filter_and_merge_labels, merge_annotations
 from gharc.controllers.scaleset.pod_verdicts import judge_pod, pod_ready
+from gharc.kube import objects
 from gharc.kube.expectations import Expectations
 
 ERS: dict[str, Any] = {
@@ -110,8 +111,8 @@ def test_runner_pod_and_secret() -> None:
 def test_semantic_equality_ignores_empty_fields() -> None:
     a = {"containers": [{"name": "runner", "image": "r"}]}
     b = {"containers": [{"name": "runner", "image": "r", "env": [], "resources": {}}]}
-    assert rr.semantically_equal(a, b)
-    assert not rr.semantically_equal(a, {"containers": [{"name": "runner", "image": "s"}]})
+    assert objects.semantically_equal(a, b)
+    assert not objects.semantically_equal(a, {"containers": [{"name": "runner", "image": "s"}]})
 
 
 def _cs(**state: Any) -> dict[str, Any]:
