@@ -24,7 +24,6 @@ from typing import Any
 
 from gharc.github.auth import Credentials, CredentialsError, credentials_from_secret_data
 from gharc.github.config import InvalidConfigUrl, server_url
-from gharc.github.config import server_url_from_api_url as server_url_from_api_url  # re-export
 from gharc.github.pool import ClientPool
 from gharc.github.rest import RestClient
 from gharc.kube import errors as kerrors

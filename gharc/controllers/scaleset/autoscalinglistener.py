@@ -33,7 +33,7 @@ from gharc.controllers.scaleset import inprocesslisteners as ih
 from gharc.controllers.scaleset import listenerresources as lr
 from gharc.controllers.scaleset.credentials import ClientResolver, ConfigurationError, GitHubTarget
 from gharc.controllers.scaleset.deps import ScaleSetDeps
-from gharc.controllers.scaleset.events import NORMAL, WARNING, EventRecorder, emit
+from gharc.controllers.scaleset.events import EventRecorder, emit
 from gharc.controllers.scaleset.metrics import ControllerMetrics
 from gharc.controllers.scaleset.options import ScaleSetOptions
 from gharc.controllers.scaleset.reconcileutil import remove_finalizer
@@ -43,6 +43,7 @@ from gharc.kube import objects
 from gharc.kube.builder import Builder
 from gharc.kube.client import KubeClient, Reader
 from gharc.kube.controller import Controller
+from gharc.kube.events import NORMAL, WARNING
 from gharc.kube.finalizers import add_finalizer
 from gharc.kube.informer import EventHandlerFuncs
 from gharc.kube.manager import ManagerLike

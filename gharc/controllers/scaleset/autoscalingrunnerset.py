@@ -66,9 +66,9 @@ from gharc.controllers.scaleset.credentials import (
 )
 from gharc.controllers.scaleset.deps import ScaleSetDeps
 from gharc.controllers.scaleset.error_reporting import reconcile_or_wait_for_github
-from gharc.controllers.scaleset.events import NORMAL, WARNING, EventRecorder, emit
+from gharc.controllers.scaleset.events import EventRecorder, emit
 from gharc.controllers.scaleset.labels import filter_and_merge_labels, merge_annotations
-from gharc.controllers.scaleset.options import LISTENER_MODE_IN_PROCESS, ScaleSetOptions
+from gharc.controllers.scaleset.options import ScaleSetOptions
 from gharc.controllers.scaleset.reconcileutil import remove_finalizer
 from gharc.controllers.scaleset.secretprotection import SecretProtection
 from gharc.github import errors as gherrors
@@ -80,6 +80,7 @@ from gharc.kube import objects
 from gharc.kube.builder import Builder
 from gharc.kube.client import KubeClient, Reader
 from gharc.kube.controller import Controller
+from gharc.kube.events import NORMAL, WARNING
 from gharc.kube.finalizers import add_finalizer
 from gharc.kube.handler import owner_reference
 from gharc.kube.manager import ManagerLike
@@ -450,7 +451,7 @@ class AutoscalingRunnerSetReconciler:
         """In-process listeners have no pod for a ``listenerTemplate`` to shape: an ARC
         user's template is kept (it applies again in Pod mode) and reported as not used,
         rather than refusing the scale set over a pod that will never exist."""
-        return self.options.listener_mode == LISTENER_MODE_IN_PROCESS
+        return self.options.listener_in_process
 
     def _template_condition(self, ars: JSON, forbidden: str | None) -> list[JSON]:
         """``status.conditions`` with ``ListenerTemplateAllowed`` set.

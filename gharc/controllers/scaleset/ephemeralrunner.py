@@ -37,7 +37,7 @@ from gharc.controllers.scaleset import runnerresources as rr
 from gharc.controllers.scaleset.credentials import ClientResolver, ConfigurationError, GitHubTarget
 from gharc.controllers.scaleset.deps import ScaleSetDeps
 from gharc.controllers.scaleset.error_reporting import reconcile_or_wait_for_github
-from gharc.controllers.scaleset.events import WARNING, EventRecorder, emit
+from gharc.controllers.scaleset.events import EventRecorder, emit
 from gharc.controllers.scaleset.newborn import Newborn
 from gharc.controllers.scaleset.options import ScaleSetOptions
 from gharc.controllers.scaleset.pod_verdicts import (
@@ -56,6 +56,7 @@ from gharc.kube.builder import Builder
 from gharc.kube.cache import Cache
 from gharc.kube.client import KubeClient
 from gharc.kube.controller import Controller
+from gharc.kube.events import WARNING
 from gharc.kube.expectations import Expectations
 from gharc.kube.finalizers import set_finalizers
 from gharc.kube.manager import ManagerLike

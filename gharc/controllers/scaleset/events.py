@@ -14,9 +14,8 @@ from collections.abc import Mapping
 from typing import Any, Protocol
 
 from gharc.kube import objects
-from gharc.kube.events import NORMAL, WARNING
 
-__all__ = ["NORMAL", "WARNING", "EventRecorder", "emit"]
+__all__ = ["EventRecorder", "emit"]
 
 log = logging.getLogger(__name__)
 

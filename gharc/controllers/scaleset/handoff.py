@@ -30,10 +30,11 @@ from typing import Any
 
 from gharc.api.resources import AUTOSCALING_RUNNER_SETS, EPHEMERAL_RUNNER_SETS
 from gharc.api.scaleset import constants as c
-from gharc.controllers.scaleset.events import NORMAL, EventRecorder, emit
+from gharc.controllers.scaleset.events import EventRecorder, emit
 from gharc.kube import errors as kerrors
 from gharc.kube import objects
 from gharc.kube.client import KubeClient, Reader
+from gharc.kube.events import NORMAL
 from gharc.kube.finalizers import remove_finalizer
 from gharc.kube.resources import SECRETS
 

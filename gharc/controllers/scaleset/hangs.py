@@ -29,11 +29,12 @@ from gharc.api.resources import EPHEMERAL_RUNNERS
 from gharc.api.scaleset import constants as c
 from gharc.api.scaleset.views import EphemeralRunnerView
 from gharc.controllers.scaleset import runnerresources as rr
-from gharc.controllers.scaleset.events import WARNING, EventRecorder, emit
+from gharc.controllers.scaleset.events import EventRecorder, emit
 from gharc.controllers.scaleset.options import ScaleSetOptions
 from gharc.kube import errors as kerrors
 from gharc.kube import objects
 from gharc.kube.client import KubeClient
+from gharc.kube.events import WARNING
 from gharc.kube.resources import PODS
 
 log = logging.getLogger(__name__)

@@ -38,7 +38,7 @@ from gharc.api.scaleset.views import EphemeralRunnerSetView, EphemeralRunnerView
 from gharc.controllers.scaleset.credentials import ClientResolver, ConfigurationError, GitHubTarget
 from gharc.controllers.scaleset.deps import ScaleSetDeps
 from gharc.controllers.scaleset.ephemeralrunner import now as wall_now
-from gharc.controllers.scaleset.events import WARNING, EventRecorder, emit
+from gharc.controllers.scaleset.events import EventRecorder, emit
 from gharc.controllers.scaleset.hangs import DEFAULT_HANG_TIMEOUT, HangReaper
 from gharc.controllers.scaleset.options import ScaleSetOptions
 from gharc.github import errors as gherrors
@@ -46,6 +46,7 @@ from gharc.github.actions import ActionsClient
 from gharc.kube import objects
 from gharc.kube.cache import Cache
 from gharc.kube.client import KubeClient
+from gharc.kube.events import WARNING
 from gharc.kube.manager import ManagerLike
 from gharc.kube.shardfence import acting_for
 

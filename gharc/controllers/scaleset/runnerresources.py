@@ -19,9 +19,9 @@ from typing import Any, Final
 from gharc.api.scaleset import constants as c
 from gharc.api.scaleset.models import ProxyConfig
 from gharc.api.scaleset.views import (
-    ANNOTATION_ACTIONABLE_REVISION as ANNOTATION_ACTIONABLE_REVISION,
+    ANNOTATION_ACTIONABLE_REVISION,
+    EphemeralRunnerSetView,
 )
-from gharc.api.scaleset.views import EphemeralRunnerSetView
 from gharc.controllers.scaleset.labels import filter_and_merge_labels, merge_annotations
 from gharc.kube import objects
 from gharc.kube.handler import owner_reference

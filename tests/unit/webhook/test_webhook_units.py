@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from gharc.api.legacy.duration import parse_go_duration
 from gharc.api.resources import HORIZONTAL_RUNNER_AUTOSCALERS, RUNNER_DEPLOYMENTS, RUNNER_SETS
 from gharc.kube import errors as kerrors
 from gharc.webhook import completed
@@ -35,7 +36,6 @@ from gharc.webhook.lookup import (
     TargetSpec,
     hra_keys,
     labels_match,
-    parse_go_duration,
     trigger_duration,
 )
 from gharc.webhook.payload import PayloadError, decode, workflow_job
