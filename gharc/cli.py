@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Any
 
 # httpx's package imports its own command-line client (click, rich, pygments: about 4 MiB
 # of RSS) whenever those are installed; no gharc process runs it. A ``None`` entry makes
@@ -58,15 +57,6 @@ def main() -> None:
     from gharc.commands import app
 
     app()
-
-
-def __getattr__(name: str) -> Any:
-    """``gharc.cli.app``: the typer app, imported when first asked for."""
-    if name == "app":
-        from gharc import commands
-
-        return getattr(commands, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 if __name__ == "__main__":

@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from gharc.api.scaleset.views import EphemeralRunnerSetView
-from gharc.kube.objects import status_of
+from gharc.kube import objects
 from testworld.sim.report import Report, github_calls, job_times, percentile
 from testworld.sim.workload import Workload
 
@@ -153,7 +153,7 @@ async def _watch(api: Any, timeline: Timeline, kind: str, stop: asyncio.Event) -
                         timeline.er_created.setdefault(key, now)
                     else:
                         timeline.pod_created.setdefault(key, now)
-                        if status_of(obj).get("phase") == "Running":
+                        if objects.status_of(obj).get("phase") == "Running":
                             timeline.pod_running.setdefault(key, now)
         except asyncio.CancelledError:
             raise

@@ -38,7 +38,7 @@ from kubernetes_asyncio import client, config
 
 from gharc.api import crds
 from gharc.api.legacy import constants as lc
-from gharc.kube.objects import status_of
+from gharc.kube import objects
 from testworld.controlplane import ControlPlane, free_port
 from testworld.demo import Demo, DemoOptions
 from testworld.sim.github import DEFAULT_ORG, FakeGitHubServer
@@ -229,7 +229,7 @@ class LegacyWorld:
             hra: Any = await self.custom.get_namespaced_custom_object(
                 GROUP, VERSION, self.namespace, "horizontalrunnerautoscalers", name
             )
-            if "desiredReplicas" in status_of(hra):
+            if "desiredReplicas" in objects.status_of(hra):
                 return
             await asyncio.sleep(0.2)
         raise AssertionError(f"HRA {name} not reconciled in {timeout} s")

@@ -27,7 +27,7 @@ from typing import IO, Any
 import aiohttp
 from kubernetes_asyncio import client, config
 
-from gharc.kube.objects import is_deleting
+from gharc.kube import objects
 from testworld.controlplane import free_port
 from testworld.sim.github import FakeGitHubServer
 from testworld.sim.kubelet import KubeletSimulator
@@ -98,7 +98,7 @@ def phase_counts(runners: Any) -> Counter[str]:
     and the e2e tests report both modes the same way."""
     phases: Counter[str] = Counter()
     for runner in runners:
-        if is_deleting(runner):
+        if objects.is_deleting(runner):
             phases["deleting"] += 1
         else:
             phases[(runner.get("status", {}).get("phase") or "pending").lower()] += 1

@@ -30,7 +30,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from dateutil import rrule
 
-from gharc.kube.objects import parse_time
+from gharc.kube import objects
 
 _FREQ = {
     "Daily": (rrule.DAILY, 0, 0, 1),
@@ -164,7 +164,7 @@ def _zone(name: Any) -> dt.tzinfo | None:
 def _local_time(value: Any, zone: dt.tzinfo | None) -> dt.datetime | None:
     """``value`` as an aware time: in ``zone`` when it has no offset (UTC without a zone)."""
     if zone is None or value is None or value == "" or isinstance(value, dt.datetime):
-        return parse_time(value, strict=True)
+        return objects.parse_time(value, strict=True)
     text = str(value)
     try:
         parsed = dt.datetime.fromisoformat(text[:-1] + "+00:00" if text.endswith("Z") else text)

@@ -19,7 +19,7 @@ from gharc.api.resources import (
     EPHEMERAL_RUNNER_SETS,
     EPHEMERAL_RUNNERS,
 )
-from gharc.kube.errors import ApiError
+from gharc.kube import errors as kerrors
 from gharc.kube.events import WARNING
 from gharc.kube.looplag import Stall
 from gharc.kube.resources import Resource
@@ -64,7 +64,7 @@ class StallReporter:
                     spec.get("autoscalingRunnerSetName", ""),
                     namespace=spec.get("autoscalingRunnerSetNamespace", ""),
                 )
-        except (ApiError, OSError, TimeoutError) as err:
+        except (kerrors.ApiError, OSError, TimeoutError) as err:
             log.info("no event for the held loop: %s %s/%s: %r", resource, namespace, name, err)
             return
         self.recorder.record(

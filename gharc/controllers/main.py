@@ -34,13 +34,10 @@ from urllib.parse import urlsplit
 from gharc.api.scaleset import constants as c
 from gharc.controllers.settings import IGNORED_ARC_FLAGS, LEGACY, ControllerSettings
 from gharc.github.config import server_url
+from gharc.kube.logging import configure_logging
+from gharc.kube.serving import serving_address
 from gharc.settings import declare
-from gharc.settings.common import (
-    DEFAULT_GITHUB_API_URL,
-    GITHUB,
-    configure_logging,
-    serving_address,
-)
+from gharc.settings.common import DEFAULT_GITHUB_API_URL, GITHUB
 from gharc.settings.credentials import github_credentials
 from gharc.settings.declare import UsageError
 
@@ -59,8 +56,6 @@ if TYPE_CHECKING:  # the modes' modules are imported when a mode runs, not with 
 
 __all__ = [
     "ControllerArgs",
-    "ControllerSettings",
-    "UsageError",
     "build_parser",
     "legacy_credentials",
     "legacy_options",
@@ -226,7 +221,6 @@ async def run_controller(
     from gharc.controllers.scaleset.credentials import ClientResolver
     from gharc.controllers.scaleset.deps import ScaleSetDeps
     from gharc.controllers.scaleset.metrics import ControllerMetrics
-    from gharc.controllers.scaleset.options import LISTENER_MODE_IN_PROCESS
     from gharc.controllers.scaleset.setup import setup_scaleset_controllers
     from gharc.github.breaker import BreakerRegistry
     from gharc.listener.host import ListenerHost
@@ -254,7 +248,7 @@ async def run_controller(
         with contextlib.suppress(ValueError):  # already registered (one registry per process)
             manager.registry.register(BreakerRegistry.process())
         host = None
-        if options.listener_mode == LISTENER_MODE_IN_PROCESS:
+        if options.listener_in_process:
             host = ListenerHost(
                 kube.for_caller("listener"),
                 identity=_host_identity(args),

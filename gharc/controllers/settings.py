@@ -14,8 +14,8 @@ import shlex
 from dataclasses import dataclass, field
 from typing import Any
 
+from gharc.api.legacy.duration import parse_go_duration
 from gharc.api.scaleset import constants as c
-from gharc.controllers.legacy.timeutil import parse_go_duration
 from gharc.listener import metric_limits as ml
 from gharc.settings import common
 from gharc.settings.common import GitHubSettings

@@ -20,18 +20,10 @@ from typing import Any
 
 import httpx
 
+from gharc.github import errors as gherrors
 from gharc.github.auth import Credentials
 from gharc.github.breaker import BreakerRegistry
 from gharc.github.config import GitHubConfig
-from gharc.github.errors import (
-    Conflict,
-    GitHubError,
-    MalformedResponse,
-    MessageQueueTokenExpired,
-    NotFound,
-    SessionConflict,
-    Unauthorized,
-)
 from gharc.github.metrics import GitHubMetrics, default_metrics
 from gharc.github.models import (
     AcquirableJob,
@@ -213,7 +205,7 @@ class ActionsClient:
         body = response.json()
         url, token = body.get("url"), body.get("token")
         if not url or not token:
-            raise GitHubError(
+            raise gherrors.GitHubError(
                 "runner-registration response lacks url or token", status=response.status_code
             )
         return AdminConnection(url, token, _jwt_expiry(token, self._clock() + 3000))
@@ -262,8 +254,8 @@ class ActionsClient:
         if response.status_code in expected:
             return response
         err = error_from_response(response, self._clock())
-        if queue_token is not None and isinstance(err, Unauthorized):
-            raise MessageQueueTokenExpired(
+        if queue_token is not None and isinstance(err, gherrors.Unauthorized):
+            raise gherrors.MessageQueueTokenExpired(
                 err.message,
                 status=err.status,
                 request_id=err.request_id,
@@ -291,8 +283,8 @@ class ActionsClient:
         if len(groups) == 1:
             return RunnerGroup.model_validate(groups[0])
         if not groups:
-            raise NotFound(f"no runner group named {name!r}", status=404)
-        raise GitHubError(f"{len(groups)} runner groups named {name!r}")
+            raise gherrors.NotFound(f"no runner group named {name!r}", status=404)
+        raise gherrors.GitHubError(f"{len(groups)} runner groups named {name!r}")
 
     async def get_runner_scale_set(self, runner_group_id: int, name: str) -> RunnerScaleSet | None:
         response = await self._call(
@@ -305,7 +297,7 @@ class ActionsClient:
         if not sets:
             return None
         if len(sets) > 1:
-            raise GitHubError(f"{len(sets)} runner scale sets named {name!r}")
+            raise gherrors.GitHubError(f"{len(sets)} runner scale sets named {name!r}")
         return RunnerScaleSet.model_validate(sets[0])
 
     async def get_runner_scale_set_by_id(self, scale_set_id: int) -> RunnerScaleSet | None:
@@ -313,7 +305,7 @@ class ActionsClient:
             response = await self._call(
                 "GET", f"{SCALE_SETS}/{scale_set_id}", endpoint=f"/{SCALE_SETS}/{{id}}"
             )
-        except NotFound:
+        except gherrors.NotFound:
             return None
         body = self._json(response)
         return RunnerScaleSet.model_validate(body) if body else None
@@ -363,10 +355,10 @@ class ActionsClient:
                 json_body={"ownerName": owner},
                 expected=(200, 201),
             )
-        except Conflict as exc:
-            if isinstance(exc, SessionConflict):
+        except gherrors.Conflict as exc:
+            if isinstance(exc, gherrors.SessionConflict):
                 raise
-            raise SessionConflict(
+            raise gherrors.SessionConflict(
                 exc.message,
                 status=exc.status,
                 request_id=exc.request_id,
@@ -418,7 +410,7 @@ class ActionsClient:
         try:
             return RunnerScaleSetMessage.from_wire(self._json(response))
         except ValueError as err:  # not JSON, or not an object: no message id to act on
-            raise MalformedResponse(
+            raise gherrors.MalformedResponse(
                 f"unreadable queue message: {err}",
                 status=response.status_code,
                 url=redact_url(response.request.url),
@@ -481,7 +473,7 @@ class ActionsClient:
             response = await self._call(
                 "GET", f"{AGENTS}/{runner_id}", endpoint=f"/{AGENTS}/{{id}}"
             )
-        except NotFound:
+        except gherrors.NotFound:
             return None
         body = self._json(response)
         return RunnerReference.model_validate(body) if body else None
@@ -503,7 +495,7 @@ class ActionsClient:
         if not runners:
             return None
         if len(runners) > 1:
-            raise GitHubError(f"{len(runners)} runners named {name!r}")
+            raise gherrors.GitHubError(f"{len(runners)} runners named {name!r}")
         return RunnerReference.model_validate(runners[0])
 
     async def remove_runner(self, runner_id: int) -> None:

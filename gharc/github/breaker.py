@@ -43,9 +43,9 @@ from urllib.parse import urlsplit
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from gharc.github import errors as gherrors
 from gharc.github.budget import BudgetPolicy, RateBudget, cost_of, priority_of, service_of
 from gharc.github.endpoint_class import PRIORITY_CLASSES, EndpointClass, class_of
-from gharc.github.errors import CircuitOpen
 
 log = logging.getLogger(__name__)
 
@@ -97,9 +97,9 @@ class CircuitBreaker:
             now = self.clock()
             start = self.reopen_at if priority else self.reopen_at + self.policy.priority_grace
             if now < start:
-                raise CircuitOpen(f"{self.name}: held back after failures", until=start)
+                raise gherrors.CircuitOpen(f"{self.name}: held back after failures", until=start)
             if probe_slot and self.in_flight >= self.policy.probes:
-                raise CircuitOpen(
+                raise gherrors.CircuitOpen(
                     f"{self.name}: recovering, probes in flight",
                     until=now + self.policy.priority_grace,
                 )

@@ -44,8 +44,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from enum import IntEnum
 
+from gharc.github import errors as gherrors
 from gharc.github.endpoint_class import is_actions_service
-from gharc.github.errors import RateLimited
 
 log = logging.getLogger(__name__)
 
@@ -181,7 +181,7 @@ class RateBudget:
         ):
             # NB: no counts in the message: it becomes status, which must not change
             # from one attempt to the next (see controllers/scaleset/error_reporting.py).
-            raise RateLimited(
+            raise gherrors.RateLimited(
                 f"{self.name}: the hour's quota is low; {priority.name.lower()} priority "
                 f"calls wait for its reset",
                 until=self.reset_at,
@@ -189,7 +189,7 @@ class RateBudget:
         floor = self.policy.reserve[priority] * self.policy.points
         if self.level - cost < floor:
             wait = (floor + cost - self.level) / self.policy.rate
-            raise RateLimited(
+            raise gherrors.RateLimited(
                 f"{self.name}: client-side budget spent ({priority.name} calls wait)",
                 until=now + wait,
             )
@@ -205,14 +205,18 @@ class RateBudget:
         if held is not None:
             if now < held:
                 # NB: no counts or times in the message (it becomes status, see below).
-                raise RateLimited(f"{self.name}: rate limited; calls wait for it", until=held)
+                raise gherrors.RateLimited(
+                    f"{self.name}: rate limited; calls wait for it", until=held
+                )
             del self.held_until[service]
             self.probe_until[service] = now + self.policy.probe_grace
             return
         probe = self.probe_until.get(service)
         if probe is not None:
             if now < probe:
-                raise RateLimited(f"{self.name}: rate limited; calls wait for it", until=probe)
+                raise gherrors.RateLimited(
+                    f"{self.name}: rate limited; calls wait for it", until=probe
+                )
             del self.probe_until[service]
 
     def observe(

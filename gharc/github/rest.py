@@ -19,7 +19,6 @@ import httpx
 from gharc.github.auth import AccessToken, AppTokenSource, Credentials, GitHubApp, parse_timestamp
 from gharc.github.breaker import BreakerRegistry
 from gharc.github.config import GitHubConfig, Scope
-from gharc.github.errors import GitHubError, Unauthorized
 from gharc.github.metrics import GitHubMetrics, default_metrics
 from gharc.github.models import RegistrationToken, RestRunnerGroup, Runner, WorkflowJob, WorkflowRun
 from gharc.github.transport import (
@@ -298,4 +297,4 @@ class RestClient:
         return [WorkflowJob.model_validate(j) for j in raw]
 
 
-__all__ = ["DEFAULT_USER_AGENT", "GitHubError", "RestClient", "Unauthorized"]
+__all__ = ["DEFAULT_USER_AGENT", "RestClient"]

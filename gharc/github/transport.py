@@ -33,15 +33,9 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import httpx
 
+from gharc.github import errors as gherrors
 from gharc.github.breaker import BreakerRegistry
 from gharc.github.budget import header_number
-from gharc.github.errors import (
-    CircuitOpen,
-    ConnectionFailed,
-    GitHubError,
-    RateLimited,
-    class_for,
-)
 from gharc.github.metrics import GitHubMetrics
 from gharc.http11 import DirectHTTP
 
@@ -132,7 +126,7 @@ def exception_name_of(body: dict[str, Any]) -> str | None:
     return None
 
 
-def error_from_response(response: httpx.Response, now: float | None = None) -> GitHubError:
+def error_from_response(response: httpx.Response, now: float | None = None) -> gherrors.GitHubError:
     """Map an error response to the typed error; secrets never reach the message."""
     body = _body(response)
     message = body.get("message") if isinstance(body.get("message"), str) else None
@@ -150,7 +144,7 @@ def error_from_response(response: httpx.Response, now: float | None = None) -> G
     }
     if is_rate_limited(response):
         now = time.time() if now is None else now
-        return RateLimited(
+        return gherrors.RateLimited(
             message,
             reset_at=header_number(response.headers, "x-ratelimit-reset"),
             retry_after=header_number(response.headers, "retry-after"),
@@ -158,7 +152,7 @@ def error_from_response(response: httpx.Response, now: float | None = None) -> G
             **common,
         )
     name = exception_name_of(body)
-    return class_for(response.status_code, name)(message, exception_name=name, **common)
+    return gherrors.class_for(response.status_code, name)(message, exception_name=name, **common)
 
 
 @functools.lru_cache(maxsize=16)
@@ -371,7 +365,9 @@ class Sender:
             if breaker is not None:
                 try:
                     slot = breaker.admit(method, endpoint)
-                except RateLimited as exc:  # the budget: wait it out here, or the caller does
+                except (
+                    gherrors.RateLimited
+                ) as exc:  # the budget: wait it out here, or the caller does
                     wait = max(0.0, (exc.until or 0.0) - self.clock())
                     if not self._may_wait(wait, rate_waits):
                         exc.url, exc.method = redact_url(url), method
@@ -380,7 +376,7 @@ class Sender:
                     log.info("GitHub %s %s: rate budget, waiting %.1fs", method, endpoint, wait)
                     await self._sleep(wait)
                     continue
-                except CircuitOpen as exc:
+                except gherrors.CircuitOpen as exc:
                     exc.url, exc.method = redact_url(url), method
                     raise
             outcome: bool | None = None  # None: cancelled, nothing learnt about the host
@@ -415,7 +411,7 @@ class Sender:
                 )
             if failure is not None:
                 if attempt >= self.policy.max_attempts:
-                    raise ConnectionFailed(
+                    raise gherrors.ConnectionFailed(
                         f"{type(failure).__name__} after {attempt} attempts",
                         url=redact_url(url),
                         method=method,

@@ -31,7 +31,7 @@ if TYPE_CHECKING:
         TooManyRequests,
     )
     from gharc.kube.events import NORMAL, WARNING, EventRecorder
-    from gharc.kube.finalizers import add_finalizer, has_finalizer, remove_finalizer
+    from gharc.kube.finalizers import add_finalizer, remove_finalizer
     from gharc.kube.handler import (
         EnqueueRequestForObject,
         EnqueueRequestForOwner,
@@ -44,6 +44,7 @@ if TYPE_CHECKING:
     from gharc.kube.leaderelection import LeaderElectionConfig, LeaderElector
     from gharc.kube.logging import log_context, setup_logging
     from gharc.kube.manager import LeaderElectionLost, Manager, Runnable
+    from gharc.kube.objects import has_finalizer
     from gharc.kube.predicate import (
         GenerationChangedPredicate,
         LabelSelectorPredicate,
@@ -134,7 +135,7 @@ _WHERE: dict[str, str] = {
     "add_finalizer": "gharc.kube.finalizers",
     "copy_object": "gharc.kube.store",
     "default_controller_rate_limiter": "gharc.kube.ratelimit",
-    "has_finalizer": "gharc.kube.finalizers",
+    "has_finalizer": "gharc.kube.objects",
     "index_by_controller_uid": "gharc.kube.store",
     "index_by_label": "gharc.kube.store",
     "index_by_owner_uid": "gharc.kube.store",

@@ -21,11 +21,11 @@ import builtins
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from gharc.kube import errors as kerrors
+from gharc.kube import objects
 from gharc.kube.client import KubeClient, Reader
-from gharc.kube.errors import NotFound
 from gharc.kube.informer import Informer, Transform, compact
 from gharc.kube.labels import Selector
-from gharc.kube.objects import meta
 from gharc.kube.reflector import WatchSettings
 from gharc.kube.resources import Resource
 from gharc.kube.store import IndexFunc, copy_object
@@ -179,7 +179,7 @@ class Cache(Reader):
         informer = await self._synced_informer(resource)
         obj = informer.store.get(namespace if resource.namespaced else None, name)
         if obj is None:
-            raise NotFound(f'{resource} "{name}" not found in cache', reason="NotFound")
+            raise kerrors.NotFound(f'{resource} "{name}" not found in cache', reason="NotFound")
         return copy_object(obj) if copy else obj
 
     async def list(
@@ -215,7 +215,7 @@ class Cache(Reader):
         if index is not None:
             objs = store.by_index(*index)
             if namespace is not None:
-                objs = [o for o in objs if meta(o).get("namespace", "") == namespace]
+                objs = [o for o in objs if objects.meta(o).get("namespace", "") == namespace]
         else:
             objs = store.list(namespace)
         if label_selector:

@@ -29,11 +29,10 @@ from enum import StrEnum
 from types import TracebackType
 from typing import Any
 
-from gharc.kube import metrics
-from gharc.kube.errors import ApiError, error_from_response
+from gharc.kube import errors as kerrors
+from gharc.kube import metrics, objects
 from gharc.kube.fence import WriteFence
 from gharc.kube.inflight import NamespaceInFlight
-from gharc.kube.objects import meta as meta_of
 from gharc.kube.ratelimit import FairTokenBucket
 from gharc.kube.resources import Resource
 from gharc.kube.shardfence import ShardFences
@@ -72,7 +71,7 @@ class ObjectList:
 
 def object_key(obj: Mapping[str, Any]) -> tuple[str, str]:
     """``(namespace, name)`` of an object; namespace is ``""`` for cluster-scoped ones."""
-    meta = meta_of(obj)
+    meta = objects.meta(obj)
     return str(meta.get("namespace") or ""), str(meta.get("name") or "")
 
 
@@ -339,7 +338,7 @@ class KubeClient(Reader):
             if 200 <= resp.status < 300:
                 return resp
             data = await resp.read()
-            error = error_from_response(resp.status, data, resp.headers)
+            error = kerrors.error_from_response(resp.status, data, resp.headers)
             retryable = error.retry_after is not None and (resp.status == 429 or resp.status >= 500)
             if retryable and attempt < self.max_retries:
                 attempt += 1
@@ -385,7 +384,7 @@ class KubeClient(Reader):
         """(name, namespace, resourceVersion) of a name or an object."""
         if isinstance(target, str):
             return target, namespace if resource.namespaced else None, None
-        meta = meta_of(target)
+        meta = objects.meta(target)
         ns = namespace or meta.get("namespace")
         return (
             str(meta.get("name") or ""),
@@ -469,7 +468,7 @@ class KubeClient(Reader):
                 "GET", path, verb="list", label=self._label(resource), query=query
             )
             page = json.loads(await resp.read())
-            meta = meta_of(page)
+            meta = objects.meta(page)
             rv = str(meta.get("resourceVersion") or rv)
             for item in page.get("items") or ():
                 # NB: list items come without apiVersion/kind; watch events carry them.
@@ -532,7 +531,7 @@ class KubeClient(Reader):
         dry_run: bool = False,
     ) -> JSON:
         """POST a new object; ``namespace`` defaults to ``obj.metadata.namespace``."""
-        ns = namespace or meta_of(obj).get("namespace")
+        ns = namespace or objects.meta(obj).get("namespace")
         body = dict(obj)
         body.setdefault("apiVersion", resource.api_version)
         body.setdefault("kind", resource.kind)
@@ -617,7 +616,7 @@ class KubeClient(Reader):
                 label=self._label(resource),
                 body=options,
             )
-        except ApiError as err:
+        except kerrors.ApiError as err:
             if missing_ok and err.status == 404:
                 return None
             raise
@@ -682,7 +681,7 @@ class KubeClient(Reader):
             rv = resource_version or rv
             if not rv:
                 raise ValueError("optimistic_lock needs the read object or resource_version=")
-            meta = dict(meta_of(body))
+            meta = dict(objects.meta(body))
             meta["resourceVersion"] = rv
             body["metadata"] = meta
         return await self.patch(

@@ -31,7 +31,7 @@ import kubernetes_asyncio.config as config  # noqa: E402
 from kubernetes_asyncio.client.api_client import ApiClient  # noqa: E402
 from kubernetes_asyncio.client.configuration import Configuration  # noqa: E402
 
-__all__ = ["environment_proxy", "load_configuration", "new_api_client"]
+__all__ = ["load_configuration", "new_api_client"]
 
 _SERVICE_ACCOUNT_TOKEN = Path("/var/run/secrets/kubernetes.io/serviceaccount/token")
 

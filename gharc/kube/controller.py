@@ -25,8 +25,8 @@ import uuid
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Protocol
 
+from gharc.kube import errors as kerrors
 from gharc.kube import metrics
-from gharc.kube.errors import Conflict
 from gharc.kube.handler import Handler
 from gharc.kube.informer import Informer
 from gharc.kube.logging import log_context
@@ -252,7 +252,7 @@ class Controller:
                 self._m_errors.inc()
                 self._m_terminal.inc()
                 log.error("reconcile of %s failed terminally: %s", request, err)
-            except Conflict as err:
+            except kerrors.Conflict as err:
                 # NB: the normal outcome of optimistic locking; retry soon, no stack trace.
                 outcome = "error"
                 self._m_errors.inc()

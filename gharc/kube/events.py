@@ -21,10 +21,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from gharc.kube import errors as kerrors
+from gharc.kube import objects
 from gharc.kube.client import KubeClient
 from gharc.kube.clock import Clock, LoopClock
-from gharc.kube.errors import NotFound
-from gharc.kube.objects import meta as meta_of
 from gharc.kube.resources import EVENTS
 
 __all__ = ["NORMAL", "WARNING", "EventRecorder"]
@@ -81,7 +81,7 @@ class EventRecorder:
         """Queue an event about ``obj`` (``type`` is NORMAL or WARNING)."""
         if type not in (NORMAL, WARNING):
             raise ValueError(f"event type must be Normal or Warning, not {type!r}")
-        meta = meta_of(obj)
+        meta = objects.meta(obj)
         involved = {
             "apiVersion": obj.get("apiVersion"),
             "kind": obj.get("kind"),
@@ -143,7 +143,7 @@ class EventRecorder:
                 seen.count += 1
                 seen.at = now_mono
                 return
-            except NotFound:
+            except kerrors.NotFound:
                 pass  # expired (events have a TTL); create a fresh one
         name = f"{involved.get('name')}.{secrets.token_hex(8)}"
         body = {

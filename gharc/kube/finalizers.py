@@ -18,13 +18,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from gharc.kube import errors as kerrors
+from gharc.kube import objects
 from gharc.kube.client import KubeClient
-from gharc.kube.errors import Conflict, Invalid
-from gharc.kube.objects import finalizers_with, finalizers_without, meta
-from gharc.kube.objects import has_finalizer as has_finalizer  # re-export
 from gharc.kube.resources import Resource
 
-__all__ = ["add_finalizer", "has_finalizer", "remove_finalizer", "set_finalizers"]
+__all__ = ["add_finalizer", "remove_finalizer", "set_finalizers"]
 
 JSON = dict[str, Any]
 
@@ -34,12 +33,12 @@ async def add_finalizer(
 ) -> Mapping[str, Any]:
     """Append ``finalizer`` (optimistically locked); returns the updated object, or ``obj``
     unchanged when it was already there. Raises Conflict if ``obj`` is stale."""
-    if has_finalizer(obj, finalizer):
+    if objects.has_finalizer(obj, finalizer):
         return obj
     return await client.merge_patch(
         resource,
         obj,
-        {"metadata": {"finalizers": finalizers_with(obj, finalizer)}},
+        {"metadata": {"finalizers": objects.finalizers_with(obj, finalizer)}},
         optimistic_lock=True,
     )
 
@@ -49,9 +48,9 @@ async def remove_finalizer(
 ) -> Mapping[str, Any]:
     """Remove ``finalizer`` (optimistically locked); returns the updated object (which may be
     gone already if it was the last finalizer of a deleted object), or ``obj`` unchanged."""
-    if not has_finalizer(obj, finalizer):
+    if not objects.has_finalizer(obj, finalizer):
         return obj
-    remaining = finalizers_without(obj, finalizer)
+    remaining = objects.finalizers_without(obj, finalizer)
     return await client.merge_patch(
         resource, obj, {"metadata": {"finalizers": remaining or None}}, optimistic_lock=True
     )
@@ -66,7 +65,7 @@ async def set_finalizers(
     with 422; it is reported as the conflict it is). An object read without finalizers
     falls back to the resourceVersion lock: there is no list to test.
     """
-    current = list(meta(obj).get("finalizers") or ())
+    current = list(objects.meta(obj).get("finalizers") or ())
     if not current:
         return await client.merge_patch(
             resource, obj, {"metadata": {"finalizers": finalizers or None}}, optimistic_lock=True
@@ -78,5 +77,5 @@ async def set_finalizers(
         ops.append({"op": "remove", "path": "/metadata/finalizers"})
     try:
         return await client.json_patch(resource, obj, ops)
-    except Invalid as err:
-        raise Conflict(err.message, status=409, reason="Conflict", body=err.body) from err
+    except kerrors.Invalid as err:
+        raise kerrors.Conflict(err.message, status=409, reason="Conflict", body=err.body) from err

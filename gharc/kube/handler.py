@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Protocol
 
-from gharc.kube.objects import meta as meta_of
+from gharc.kube import objects
 from gharc.kube.reconcile import Request
 from gharc.kube.resources import Resource
 
@@ -35,7 +35,7 @@ class EnqueueRequestForObject:
     """Enqueue the object itself (the ``for_`` kind of a controller)."""
 
     def requests(self, obj: JSON) -> Iterable[Request]:
-        meta = meta_of(obj)
+        meta = objects.meta(obj)
         return (Request(meta.get("namespace") or "", meta["name"]),)
 
 
@@ -53,7 +53,7 @@ class EnqueueRequestForOwner:
         self.only_controller = only_controller
 
     def requests(self, obj: JSON) -> Iterable[Request]:
-        meta = meta_of(obj)
+        meta = objects.meta(obj)
         namespace = (meta.get("namespace") or "") if self.owner.namespaced else ""
         out = []
         for ref in meta.get("ownerReferences") or ():

@@ -23,9 +23,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from gharc.kube import objects
 from gharc.kube.client import KubeClient
 from gharc.kube.labels import Selector
-from gharc.kube.objects import meta as meta_of
 from gharc.kube.reflector import Reflector, WatchSettings
 from gharc.kube.resources import Resource
 from gharc.kube.store import IndexFunc, Store, key_of
@@ -345,8 +345,8 @@ class _ScopedSink:
 
 
 def _rv(obj: Mapping[str, Any]) -> str:
-    return str(meta_of(obj).get("resourceVersion") or "")
+    return str(objects.meta(obj).get("resourceVersion") or "")
 
 
 def _uid(obj: Mapping[str, Any]) -> str:
-    return str(meta_of(obj).get("uid") or "")
+    return str(objects.meta(obj).get("uid") or "")

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from gharc.kube.objects import meta
+from gharc.kube import objects
 
 __all__ = ["Requirement", "Selector"]
 
@@ -93,7 +93,7 @@ class Selector:
         return all(r.matches(labels) for r in self.requirements)
 
     def matches_object(self, obj: Mapping[str, Any]) -> bool:
-        return self.matches(meta(obj).get("labels"))
+        return self.matches(objects.meta(obj).get("labels"))
 
 
 def _split(text: str) -> list[str]:

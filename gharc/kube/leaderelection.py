@@ -32,12 +32,11 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from gharc.kube import metrics
+from gharc.kube import errors as kerrors
+from gharc.kube import metrics, objects
 from gharc.kube.client import KubeClient
 from gharc.kube.clock import Clock, LoopClock
-from gharc.kube.errors import AlreadyExists, ApiError, Conflict, NotFound
 from gharc.kube.fence import WriteFence
-from gharc.kube.objects import spec_of
 from gharc.kube.resources import LEASES
 
 __all__ = ["LeaderElectionConfig", "LeaderElector", "default_identity", "micro_time"]
@@ -142,12 +141,12 @@ class LeaderElector:
         """Clear the holder if we hold the lease; True when released."""
         try:
             lease = await self.client.get(LEASES, self.config.name, namespace=self.config.namespace)
-        except (ApiError, OSError, TimeoutError) as err:
+        except (kerrors.ApiError, OSError, TimeoutError) as err:
             log.warning(
                 "leader election %s: could not read lease to release: %r", self.config.name, err
             )
             return False
-        spec = spec_of(lease)
+        spec = objects.spec_of(lease)
         if spec.get("holderIdentity") != self.identity:
             return False
         now = micro_time()
@@ -160,7 +159,7 @@ class LeaderElector:
         }
         try:
             await self.client.update(LEASES, lease)
-        except (ApiError, OSError, TimeoutError) as err:
+        except (kerrors.ApiError, OSError, TimeoutError) as err:
             log.warning("leader election %s: release failed: %r", self.config.name, err)
             return False
         log.info("leader election %s: released by %s", self.config.name, self.identity)
@@ -205,7 +204,7 @@ class LeaderElector:
         cfg = self.config
         try:
             lease = await self.client.get(LEASES, cfg.name, namespace=cfg.namespace)
-        except NotFound:
+        except kerrors.NotFound:
             body = {
                 "apiVersion": "coordination.k8s.io/v1",
                 "kind": "Lease",
@@ -216,13 +215,13 @@ class LeaderElector:
                 "create",
                 lambda: self.client.create(LEASES, body),
                 now_mono,
-                lost=(AlreadyExists, Conflict),
+                lost=(kerrors.AlreadyExists, kerrors.Conflict),
             )
-        except (ApiError, OSError, TimeoutError) as err:
+        except (kerrors.ApiError, OSError, TimeoutError) as err:
             log.warning("leader election %s: get failed: %r", cfg.name, err)
             return False
 
-        spec = spec_of(lease)
+        spec = objects.spec_of(lease)
         rv = lease["metadata"].get("resourceVersion", "")
         if self._observed is None or spec != self._observed:
             self._observe(lease, now_mono)
@@ -244,7 +243,7 @@ class LeaderElector:
         lease["spec"] = record
         lease["metadata"] = {**lease["metadata"], "resourceVersion": rv}
         return await self._write(
-            "update", lambda: self.client.update(LEASES, lease), now_mono, lost=(Conflict,)
+            "update", lambda: self.client.update(LEASES, lease), now_mono, lost=(kerrors.Conflict,)
         )
 
     async def _write(
@@ -253,7 +252,7 @@ class LeaderElector:
         write: Callable[[], Awaitable[JSON]],
         now_mono: float,
         *,
-        lost: tuple[type[ApiError], ...],
+        lost: tuple[type[kerrors.ApiError], ...],
     ) -> bool:
         """Create or update the Lease (``write``): True when it was written (this replica holds
         the Lease from ``now_mono``), False when another replica's write won (``lost``) or
@@ -262,7 +261,7 @@ class LeaderElector:
             written = await write()
         except lost:
             return False
-        except (ApiError, OSError, TimeoutError) as err:
+        except (kerrors.ApiError, OSError, TimeoutError) as err:
             log.warning("leader election %s: %s failed: %r", self.config.name, verb, err)
             return False
         self._observe(written, now_mono)

@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Protocol
 
-from gharc.kube.errors import NotFound
-from gharc.kube.objects import meta
+from gharc.kube import errors as kerrors
+from gharc.kube import objects
 from gharc.kube.reconcile import Request, Result
 from gharc.kube.resources import Resource
 from gharc.kube.store import copy_object
@@ -36,7 +36,7 @@ class Get(Protocol):
 def request_of(obj: Mapping[str, Any]) -> Request:
     """The request that names ``obj``, for a ``reconcile_object`` that logs or keys by it
     (``""`` namespace for cluster-scoped kinds, as the controller queues them)."""
-    md = meta(obj)
+    md = objects.meta(obj)
     return Request(str(md.get("namespace") or ""), str(md.get("name") or ""))
 
 
@@ -60,7 +60,7 @@ async def reconcile_fetched(
     """
     try:
         obj = await get(resource, request.name, namespace=request.namespace)
-    except NotFound:
+    except kerrors.NotFound:
         if on_gone is not None:
             on_gone(request)
         return None

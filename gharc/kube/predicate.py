@@ -11,8 +11,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from gharc.kube import objects
 from gharc.kube.labels import Selector
-from gharc.kube.objects import meta as _meta
 
 __all__ = [
     "AnnotationChangedPredicate",
@@ -70,23 +70,23 @@ class GenerationChangedPredicate(_UpdateOnly):
     writes). Our own status patches then do not wake us up again."""
 
     def update(self, old: JSON, new: JSON) -> bool:
-        before, after = _meta(old).get("generation"), _meta(new).get("generation")
+        before, after = objects.meta(old).get("generation"), objects.meta(new).get("generation")
         return before is None or after is None or before != after
 
 
 class ResourceVersionChangedPredicate(_UpdateOnly):
     def update(self, old: JSON, new: JSON) -> bool:
-        return _meta(old).get("resourceVersion") != _meta(new).get("resourceVersion")
+        return objects.meta(old).get("resourceVersion") != objects.meta(new).get("resourceVersion")
 
 
 class LabelChangedPredicate(_UpdateOnly):
     def update(self, old: JSON, new: JSON) -> bool:
-        return _meta(old).get("labels") != _meta(new).get("labels")
+        return objects.meta(old).get("labels") != objects.meta(new).get("labels")
 
 
 class AnnotationChangedPredicate(_UpdateOnly):
     def update(self, old: JSON, new: JSON) -> bool:
-        return _meta(old).get("annotations") != _meta(new).get("annotations")
+        return objects.meta(old).get("annotations") != objects.meta(new).get("annotations")
 
 
 class LabelSelectorPredicate:

@@ -30,9 +30,9 @@ from typing import Any, Protocol
 
 import aiohttp
 
+from gharc.kube import errors as kerrors
+from gharc.kube import objects
 from gharc.kube.client import KubeClient
-from gharc.kube.errors import ApiError, Gone, error_from_status
-from gharc.kube.objects import meta
 from gharc.kube.resources import Resource
 
 __all__ = ["Reflector", "ReflectorSink", "WatchSettings"]
@@ -137,7 +137,7 @@ class Reflector:
                     await self._sleep_backoff("watch", EOFError("empty watch stream"))
             except asyncio.CancelledError:
                 raise
-            except Gone as err:
+            except kerrors.Gone as err:
                 log.info(
                     "%s: watch expired at RV %s (%s); relisting",
                     self.resource,
@@ -145,7 +145,7 @@ class Reflector:
                     err.message,
                 )
                 return
-            except (ApiError, aiohttp.ClientError, TimeoutError, ValueError) as err:
+            except (kerrors.ApiError, aiohttp.ClientError, TimeoutError, ValueError) as err:
                 # ValueError: a malformed line (e.g. a truncated JSON at a dropped connection).
                 await self._sleep_backoff("watch", err)
 
@@ -169,8 +169,8 @@ class Reflector:
                 kind = event.get("type")
                 obj = event.get("object") or {}
                 if kind == "ERROR":
-                    raise error_from_status(obj)
-                rv = str(meta(obj).get("resourceVersion") or "")
+                    raise kerrors.error_from_status(obj)
+                rv = str(objects.meta(obj).get("resourceVersion") or "")
                 if kind == "BOOKMARK":
                     if rv:
                         self.resource_version = rv

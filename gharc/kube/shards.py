@@ -42,10 +42,10 @@ from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any
 
+from gharc.kube import errors as kerrors
+from gharc.kube import objects
 from gharc.kube.client import KubeClient
-from gharc.kube.errors import AlreadyExists, ApiError, Conflict
 from gharc.kube.leaderelection import default_identity, micro_time
-from gharc.kube.objects import spec_of
 from gharc.kube.resources import LEASES
 from gharc.kube.shardfence import ShardFences
 
@@ -164,7 +164,7 @@ class ShardOwner:
                 if not self.paused:
                     try:
                         await self.tick()
-                    except (ApiError, OSError, TimeoutError) as err:
+                    except (kerrors.ApiError, OSError, TimeoutError) as err:
                         log.warning("shards %s: pass failed: %r", self.config.name, err)
                         self._expire(self._now())
                 await asyncio.sleep(self._pause())
@@ -187,13 +187,13 @@ class ShardOwner:
         members = {self.identity}
         for name, lease in by_name.items():
             labels = lease["metadata"].get("labels") or {}
-            holder = spec_of(lease).get("holderIdentity") or ""
+            holder = objects.spec_of(lease).get("holderIdentity") or ""
             if labels.get(LABEL_ROLE) != "member" or not holder or holder == self.identity:
                 continue
             if not self._expired(name, now):
                 members.add(holder)
             elif self._expired(name, now, factor=4):
-                with contextlib.suppress(ApiError, OSError, TimeoutError):
+                with contextlib.suppress(kerrors.ApiError, OSError, TimeoutError):
                     await self.client.delete(LEASES, name, namespace=cfg.namespace)
         self.members = frozenset(members)
         for shard in sorted(self._held):
@@ -207,7 +207,7 @@ class ShardOwner:
             (
                 self._expires_at(name)
                 for name, lease in by_name.items()
-                if spec_of(lease).get("holderIdentity") not in (None, "", self.identity)
+                if objects.spec_of(lease).get("holderIdentity") not in (None, "", self.identity)
             ),
             default=None,
         )
@@ -232,10 +232,10 @@ class ShardOwner:
                 lease = await self.client.get(
                     LEASES, self.config.shard_lease(shard), namespace=self.config.namespace
                 )
-            except (ApiError, OSError, TimeoutError):
+            except (kerrors.ApiError, OSError, TimeoutError):
                 lease = None
             await self._release(shard, lease)
-        with contextlib.suppress(ApiError, OSError, TimeoutError):
+        with contextlib.suppress(kerrors.ApiError, OSError, TimeoutError):
             await self.client.delete(
                 LEASES, self.config.member_lease(self.identity), namespace=self.config.namespace
             )
@@ -253,7 +253,7 @@ class ShardOwner:
         return pause
 
     def _observe(self, name: str, lease: JSON, now: float) -> None:
-        spec = spec_of(lease)
+        spec = objects.spec_of(lease)
         seen = self._observed.get(name)
         if seen is None or seen[0] != spec:
             self._observed[name] = (dict(spec), now)
@@ -273,7 +273,7 @@ class ShardOwner:
     def _free(self, name: str, lease: JSON | None, now: float) -> bool:
         if lease is None:
             return True
-        holder = spec_of(lease).get("holderIdentity") or ""
+        holder = objects.spec_of(lease).get("holderIdentity") or ""
         return not holder or (holder != self.identity and self._expired(name, now))
 
     def _record(self, now: str, *, acquire_time: str, transitions: int) -> JSON:
@@ -305,24 +305,24 @@ class ShardOwner:
             body = self._new_lease(
                 name, "member", self._record(now, acquire_time=now, transitions=0)
             )
-            with contextlib.suppress(AlreadyExists):
+            with contextlib.suppress(kerrors.AlreadyExists):
                 await self.client.create(LEASES, body)
             return
-        spec = spec_of(lease)
+        spec = objects.spec_of(lease)
         lease["spec"] = self._record(
             now,
             acquire_time=spec.get("acquireTime") or now,
             transitions=int(spec.get("leaseTransitions") or 0),
         )
-        with contextlib.suppress(Conflict):
+        with contextlib.suppress(kerrors.Conflict):
             await self.client.update(LEASES, lease)
 
     async def _renew(self, shard: int, lease: JSON | None) -> JSON | None:
         """The Lease as written, or None when it was not (lost, or the API failed)."""
-        if lease is None or spec_of(lease).get("holderIdentity") != self.identity:
+        if lease is None or objects.spec_of(lease).get("holderIdentity") != self.identity:
             self._lose(shard, "taken by another replica")
             return None
-        spec = spec_of(lease)
+        spec = objects.spec_of(lease)
         began = self._now()
         now = micro_time()
         lease["spec"] = self._record(
@@ -332,10 +332,10 @@ class ShardOwner:
         )
         try:
             written = await self.client.update(LEASES, lease)
-        except Conflict:
+        except kerrors.Conflict:
             self._lose(shard, "its Lease changed under us")
             return None
-        except (ApiError, OSError, TimeoutError) as err:
+        except (kerrors.ApiError, OSError, TimeoutError) as err:
             log.warning("shards %s: renewing shard %d failed: %r", self.config.name, shard, err)
             return None
         self._written(shard, written, began)
@@ -352,12 +352,12 @@ class ShardOwner:
                 )
                 written = await self.client.create(LEASES, body)
             else:
-                transitions = int(spec_of(lease).get("leaseTransitions") or 0) + 1
+                transitions = int(objects.spec_of(lease).get("leaseTransitions") or 0) + 1
                 lease["spec"] = self._record(now, acquire_time=now, transitions=transitions)
                 written = await self.client.update(LEASES, lease)
-        except (AlreadyExists, Conflict):
+        except (kerrors.AlreadyExists, kerrors.Conflict):
             return  # a peer was faster
-        except (ApiError, OSError, TimeoutError) as err:
+        except (kerrors.ApiError, OSError, TimeoutError) as err:
             log.warning("shards %s: taking shard %d failed: %r", self.config.name, shard, err)
             return
         self._held.add(shard)
@@ -398,18 +398,18 @@ class ShardOwner:
                     await self.before_release(shard)
             except Exception as err:
                 log.warning("shards %s: before releasing %d: %r", self.config.name, shard, err)
-        if lease is None or spec_of(lease).get("holderIdentity") != self.identity:
+        if lease is None or objects.spec_of(lease).get("holderIdentity") != self.identity:
             return
         now = micro_time()
         lease["spec"] = {
-            **spec_of(lease),
+            **objects.spec_of(lease),
             "holderIdentity": None,
             "leaseDurationSeconds": 1,
             "renewTime": now,
         }
         try:
             await self.client.update(LEASES, lease)
-        except (ApiError, OSError, TimeoutError) as err:
+        except (kerrors.ApiError, OSError, TimeoutError) as err:
             log.warning("shards %s: releasing shard %d failed: %r", self.config.name, shard, err)
             return
         log.info("shards %s: %s released shard %d", self.config.name, self.identity, shard)

@@ -17,7 +17,7 @@ import builtins
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
-from gharc.kube.objects import meta as meta_of
+from gharc.kube import objects
 
 __all__ = [
     "BY_CONTROLLER_UID",
@@ -46,7 +46,7 @@ BY_CONTROLLER_UID = "controller-uid"
 
 
 def key_of(obj: Mapping[str, Any]) -> Key:
-    meta = meta_of(obj)
+    meta = objects.meta(obj)
     return (meta.get("namespace") or "", meta["name"])
 
 
@@ -61,14 +61,14 @@ def copy_object(obj: Any) -> Any:
 
 def index_by_owner_uid(obj: Mapping[str, Any]) -> Iterable[str]:
     """Every ownerReference's uid."""
-    return [ref["uid"] for ref in meta_of(obj).get("ownerReferences") or () if ref.get("uid")]
+    return [ref["uid"] for ref in objects.meta(obj).get("ownerReferences") or () if ref.get("uid")]
 
 
 def index_by_controller_uid(obj: Mapping[str, Any]) -> Iterable[str]:
     """The uid of the ownerReference with ``controller: true`` (at most one exists)."""
     return [
         ref["uid"]
-        for ref in meta_of(obj).get("ownerReferences") or ()
+        for ref in objects.meta(obj).get("ownerReferences") or ()
         if ref.get("controller") and ref.get("uid")
     ]
 
@@ -77,7 +77,7 @@ def index_by_label(label: str) -> IndexFunc:
     """An index of the value of one label (objects without the label are not filed)."""
 
     def index(obj: Mapping[str, Any]) -> Iterable[str]:
-        labels = meta_of(obj).get("labels") or {}
+        labels = objects.meta(obj).get("labels") or {}
         return [labels[label]] if label in labels else []
 
     index.__name__ = f"index_by_label_{label}"
@@ -85,7 +85,7 @@ def index_by_label(label: str) -> IndexFunc:
 
 
 def _namespace(obj: Mapping[str, Any]) -> Iterable[str]:
-    return [meta_of(obj).get("namespace") or ""]
+    return [objects.meta(obj).get("namespace") or ""]
 
 
 class Store:

@@ -29,7 +29,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
-from gharc.github.errors import GitHubError
+from gharc.github import errors as gherrors
 from gharc.listener.capacity import CapacityPolicy
 from gharc.listener.config import ConfigError, ListenerConfig
 from gharc.listener.handler import MessageHandler
@@ -376,7 +376,7 @@ class Listener:
             message_id,
             type(err).__name__,
             err,
-            exc_info=not isinstance(err, GitHubError),
+            exc_info=not isinstance(err, gherrors.GitHubError),
         )
         self.handler.count_dropped("error")
         self.last_message_id = max(self.last_message_id, message_id)

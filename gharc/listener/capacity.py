@@ -29,15 +29,6 @@ __all__ = ["CapacityPolicy"]
 # by a policy that has scheduled overrides; most listener pods have none.
 
 
-def __getattr__(name: str) -> Any:
-    """``ScheduleError``, gharc.api.schedule's, still importable from here."""
-    if name == "ScheduleError":
-        from gharc.api.schedule import ScheduleError
-
-        return ScheduleError
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
 class CapacityPolicy:
     """The minimum and the extra runners at a given time."""
 

@@ -20,7 +20,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from gharc.github.errors import NotFound
+from gharc.github import errors as gherrors
 from gharc.github.models import (
     JobAssigned,
     JobAvailable,
@@ -157,7 +157,7 @@ class MessageHandler:
         """
         try:
             await self.retry("delete message", lambda: self.session.delete_message(message_id))
-        except NotFound as err:
+        except gherrors.NotFound as err:
             log.info("message %d was already deleted (%s)", message_id, err.status)
 
     def count_dropped(self, reason: str, count: int = 1) -> None:

@@ -36,8 +36,8 @@ from typing import Any
 from prometheus_client import CollectorRegistry
 from prometheus_client.registry import Collector
 
-from gharc.github.errors import GitHubError
-from gharc.kube.objects import meta as meta_of
+from gharc.github import errors as gherrors
+from gharc.kube import objects
 from gharc.kube.shardfence import current_shard
 from gharc.listener.app import Listener
 from gharc.listener.config import ListenerConfig
@@ -291,7 +291,7 @@ class ListenerHost:
 
     def offer_runner_set(self, obj: dict[str, Any]) -> None:
         """Informer handler: pass an EphemeralRunnerSet's cleanup marker to its listener."""
-        meta = meta_of(obj)
+        meta = objects.meta(obj)
         hosted = self._by_runner_set.get((str(meta.get("namespace")), str(meta.get("name"))))
         marker = marker_of(obj)
         if hosted is not None and marker is not None:
@@ -498,7 +498,7 @@ async def _delete_session(api: ActionsAPI, scale_set_id: int, session_id: str) -
     """Delete a session; one the service no longer knows (404, 400 SessionExpired) is gone."""
     try:
         await api.delete_message_session(scale_set_id, session_id)
-    except GitHubError as err:
+    except gherrors.GitHubError as err:
         if err.status not in (400, 404):
             raise
 

@@ -20,9 +20,9 @@ from gharc.api.resources import EPHEMERAL_RUNNER_SETS, EPHEMERAL_RUNNERS
 from gharc.api.scaleset import scaling_wire as wire
 from gharc.api.scaleset.constants import ANNOTATION_MESSAGE_SESSION_ID
 from gharc.api.scaleset.views import EphemeralRunnerSetView
+from gharc.kube import errors as kerrors
+from gharc.kube import objects
 from gharc.kube.client import KubeClient
-from gharc.kube.errors import ApiError, Forbidden, Invalid, NotFound
-from gharc.kube.objects import meta
 
 __all__ = [
     "KubePatchError",
@@ -170,7 +170,7 @@ class KubePatcher:
                 await self.kube.json_patch(
                     EPHEMERAL_RUNNER_SETS, self.runner_set_name, ops, namespace=self.namespace
                 )
-            except Invalid:
+            except kerrors.Invalid:
                 return False
             return True
 
@@ -198,7 +198,7 @@ class KubePatcher:
             self.runner_set_name,
             self.kube.get(EPHEMERAL_RUNNER_SETS, self.runner_set_name, namespace=self.namespace),
         )
-        annotations = meta(obj).get("annotations") or {}
+        annotations = objects.meta(obj).get("annotations") or {}
         return annotations.get(ANNOTATION_MESSAGE_SESSION_ID) or None
 
     async def current_patch_id(self) -> int | None:
@@ -247,7 +247,7 @@ class KubePatcher:
                         last = marker
                         yield marker
                 pause = 0.5
-            except Forbidden as err:
+            except kerrors.Forbidden as err:
                 log.warning(
                     "may not watch EphemeralRunnerSet %s/%s (%s); cleanup markers are "
                     "answered on the next message instead",
@@ -256,7 +256,7 @@ class KubePatcher:
                     err,
                 )
                 return
-            except (ApiError, OSError, TimeoutError, ValueError) as err:
+            except (kerrors.ApiError, OSError, TimeoutError, ValueError) as err:
                 log.info("EphemeralRunnerSet watch interrupted (%r); reconnecting", err)
             except Exception as err:  # aiohttp's transport errors are not OSErrors
                 log.info("EphemeralRunnerSet watch interrupted (%r); reconnecting", err)
@@ -266,12 +266,12 @@ class KubePatcher:
     async def _call(self, kind: str, name: str, request: Any) -> Any:
         try:
             return await request
-        except NotFound as err:
+        except kerrors.NotFound as err:
             message = f"{kind} {self.namespace}/{name}: 404 {err}"
             if kind == "EphemeralRunner":
                 raise RunnerNotFound(message, 404) from None
             raise KubePatchError(message, 404) from None
-        except ApiError as err:
+        except kerrors.ApiError as err:
             status = getattr(err, "status", None)
             message = f"{kind} {self.namespace}/{name}: {status} {err}"
             raise KubePatchError(message, status) from None

@@ -29,16 +29,7 @@ from typing import Protocol, TypeVar
 
 import httpx
 
-from gharc.github.errors import (
-    Conflict,
-    GitHubError,
-    MalformedResponse,
-    MessageQueueTokenExpired,
-    NotFound,
-    RateLimited,
-    SessionConflict,
-    Unauthorized,
-)
+from gharc.github import errors as gherrors
 from gharc.github.models import (
     AcquirableJob,
     RunnerScaleSet,
@@ -114,11 +105,11 @@ def is_transient(err: BaseException) -> bool:
         return False  # the caller ignores it; retrying cannot make the runner appear
     if isinstance(err, KubePatchError):
         return True  # API server restarts, RBAC that lands a moment late, 5xx, timeouts
-    if isinstance(err, RateLimited):
+    if isinstance(err, gherrors.RateLimited):
         return False  # the client already waited out every limit it could
-    if isinstance(err, MalformedResponse):
+    if isinstance(err, gherrors.MalformedResponse):
         return True
-    if isinstance(err, GitHubError):
+    if isinstance(err, gherrors.GitHubError):
         return err.status is None or err.status >= 500 or err.status == 429
     return isinstance(err, httpx.HTTPError | OSError | TimeoutError)
 
@@ -127,9 +118,9 @@ def is_fatal(err: BaseException) -> bool:
     """A failure of the listener as a whole (credentials, rate limit, scale set gone), as
     opposed to one of a single message: the listener exits and its restart backoff paces
     the next attempt."""
-    if isinstance(err, RateLimited):
+    if isinstance(err, gherrors.RateLimited):
         return True
-    return isinstance(err, GitHubError) and err.status in (401, 403, 404)
+    return isinstance(err, gherrors.GitHubError) and err.status in (401, 403, 404)
 
 
 def describe_fatal(err: BaseException, scale_set_id: int, config_url: str) -> str:
@@ -137,20 +128,20 @@ def describe_fatal(err: BaseException, scale_set_id: int, config_url: str) -> st
     detail = getattr(err, "message", None) or str(err) or type(err).__name__
     status = getattr(err, "status", None)
     code = f"{status} " if status else ""
-    if isinstance(err, RateLimited):
+    if isinstance(err, gherrors.RateLimited):
         when = f" (resets at epoch {int(err.reset_at)})" if err.reset_at else ""
         return f"GitHub API rate limit exhausted for {config_url}{when}: {detail}"
-    if isinstance(err, Unauthorized):
+    if isinstance(err, gherrors.Unauthorized):
         return (
             f"GitHub rejected the listener's credentials for {config_url} ({code}{detail}); "
             "check the GitHub config secret"
         )
-    if isinstance(err, NotFound):
+    if isinstance(err, gherrors.NotFound):
         return (
             f"runner scale set {scale_set_id} not found at {config_url} ({code}{detail}); "
             "was it deleted on GitHub?"
         )
-    if isinstance(err, GitHubError) and status == 403:
+    if isinstance(err, gherrors.GitHubError) and status == 403:
         return f"GitHub refused access for {config_url} ({code}{detail})"
     return f"{type(err).__name__}: {err}"
 
@@ -220,7 +211,7 @@ class SessionClient:
                 )
                 await self._save(self.session.session_id)
                 return self.session
-            except (SessionConflict, Conflict) as err:
+            except (gherrors.SessionConflict, gherrors.Conflict) as err:
                 if recorded is not None and await self._delete_stale(recorded):
                     recorded = None
                     continue  # the predecessor's session is gone now: create at once
@@ -261,7 +252,7 @@ class SessionClient:
                 self.scale_set_id, session.session_id
             )
             self.refreshes += 1
-        except NotFound:
+        except gherrors.NotFound:
             log.warning("message session %s is gone; creating a new one", session.session_id)
             self.session = None
             return await self.open()
@@ -279,9 +270,9 @@ class SessionClient:
         self.session = None
         try:
             await self.api.delete_message_session(self.scale_set_id, session.session_id)
-        except NotFound:
+        except gherrors.NotFound:
             pass
-        except GitHubError as err:
+        except gherrors.GitHubError as err:
             # The service answers a session it already dropped with 400 SessionExpired.
             if not (err.status == 400 and err.is_exception("SessionExpired")):
                 log.warning("deleting message session %s failed: %s", session.session_id, err)
@@ -323,7 +314,7 @@ class SessionClient:
         for attempt in range(1, 6):
             try:
                 self.session = await self.api.refresh_message_session(self.scale_set_id, session_id)
-            except GitHubError as err:
+            except gherrors.GitHubError as err:
                 if err.status in (400, 404, 409):
                     log.info(
                         "recorded message session %s of scale set %d is gone (%s); "
@@ -359,7 +350,7 @@ class SessionClient:
         """Delete a recorded session the service still holds; True when it is gone now."""
         try:
             await self.api.delete_message_session(self.scale_set_id, session_id)
-        except GitHubError as err:
+        except gherrors.GitHubError as err:
             if err.status not in (400, 404):
                 log.warning("deleting stale message session %s failed: %s", session_id, err)
                 return False
@@ -403,12 +394,12 @@ class SessionClient:
     async def _with_queue_token(self, call: Callable[[RunnerScaleSetSession], Awaitable[T]]) -> T:
         try:
             return await call(self._require())
-        except MessageQueueTokenExpired:
+        except gherrors.MessageQueueTokenExpired:
             log.info("message queue token expired; refreshing the session")
         await self.refresh()
         try:
             return await call(self._require())
-        except MessageQueueTokenExpired as err:
+        except gherrors.MessageQueueTokenExpired as err:
             raise FatalError(
                 f"the message queue of scale set {self.scale_set_id} rejected a freshly "
                 f"refreshed token ({err.message})"

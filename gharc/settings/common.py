@@ -5,9 +5,9 @@ Why: both processes take ARC's ``--log-level``, ``--log-format``, ``--metrics-ad
 declare them itself, with its own help, stripping and validation. The declarations here
 are field factories (the chart value that renders a flag differs between the charts) and
 one mixin dataclass for the credentials; logging and the metrics address are set up from
-them the same way in both. :func:`configure_logging` itself lives in :mod:`gharc.kube.logging`
-and :func:`serving_address` in :mod:`gharc.kube.serving` (both re-exported here), where the
-listener, which may not import this package, shares them.
+them the same way in both, by :func:`gharc.kube.logging.configure_logging` and
+:func:`gharc.kube.serving.serving_address`, which live in gharc.kube so that the listener,
+which may not import this package, shares them.
 """
 
 from __future__ import annotations
@@ -15,21 +15,17 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from gharc.kube.logging import LOG_LEVELS, LoggingSettings, configure_logging
-from gharc.kube.serving import serving_address
+from gharc.kube.logging import LOG_LEVELS
 from gharc.settings.declare import setting
 
 __all__ = [
     "DEFAULT_GITHUB_API_URL",
     "GITHUB",
     "GitHubSettings",
-    "LoggingSettings",
-    "configure_logging",
     "kubeconfig",
     "log_format",
     "log_level",
     "metrics_addr",
-    "serving_address",
 ]
 
 DEFAULT_GITHUB_API_URL = "https://api.github.com/"

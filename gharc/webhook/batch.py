@@ -37,9 +37,9 @@ from typing import Any
 
 from gharc.api.legacy.views import HorizontalRunnerAutoscalerView
 from gharc.api.resources import HORIZONTAL_RUNNER_AUTOSCALERS
+from gharc.kube import errors as kerrors
+from gharc.kube import objects
 from gharc.kube.client import KubeClient
-from gharc.kube.errors import Conflict, NotFound
-from gharc.kube.objects import format_time, parse_time, spec_of
 from gharc.webhook import completed
 from gharc.webhook.settings import WebhookSettings
 
@@ -77,7 +77,7 @@ class ScaleOp:
 
 def _parse(value: Any) -> dt.datetime | None:
     """A reservation's time; strict, as a user may have written it in the HRA's spec."""
-    return parse_time(value, strict=True)
+    return objects.parse_time(value, strict=True)
 
 
 def plan(
@@ -105,8 +105,8 @@ def plan(
         if max_replicas is not None and len(reservations) > max_replicas and i >= max_replicas:
             eff, exp = _parse(item.get("effectiveTime")), _parse(item.get("expirationTime"))
             if eff is not None and exp is not None:
-                item["effectiveTime"] = format_time(now)
-                item["expirationTime"] = format_time(now + (exp - eff))
+                item["effectiveTime"] = objects.format_time(now)
+                item["expirationTime"] = objects.format_time(now + (exp - eff))
         planned.append(item)
     planned = [r for r in planned if (_parse(r.get("expirationTime")) or now) > now]
     outcomes: list[str] = []
@@ -141,8 +141,8 @@ def plan(
 
 def _reservation(now: dt.datetime, duration: dt.timedelta, name: str = "") -> JSON:
     r: JSON = {
-        "effectiveTime": format_time(now),
-        "expirationTime": format_time(now + duration),
+        "effectiveTime": objects.format_time(now),
+        "expirationTime": objects.format_time(now + duration),
         "replicas": 1,
     }
     if name:
@@ -293,7 +293,7 @@ class BatchScaler:
         for (ns, name), group in by_hra.items():
             try:
                 outcomes = await self._apply(ns, name, [i.op for i in group])
-            except NotFound:
+            except kerrors.NotFound:
                 log.info("HRA %s/%s is gone; dropping %d scale operation(s)", ns, name, len(group))
                 outcomes = [GONE] * len(group)
             except Exception as err:
@@ -309,7 +309,7 @@ class BatchScaler:
         finished = self.finished.setdefault((ns, name), BoundedSet(FINISHED_MEMORY))
         for attempt in range(CONFLICT_RETRIES + 1):
             hra = await self.client.get(HORIZONTAL_RUNNER_AUTOSCALERS, name, namespace=ns)
-            spec = spec_of(hra)
+            spec = objects.spec_of(hra)
             now = dt.datetime.fromtimestamp(self.clock(), dt.UTC)
             before = list(spec.get("capacityReservations") or [])
             stored = completed.read(hra, now.timestamp())
@@ -330,7 +330,7 @@ class BatchScaler:
                 await self.client.merge_patch(
                     HORIZONTAL_RUNNER_AUTOSCALERS, hra, patch, optimistic_lock=True
                 )
-            except Conflict:
+            except kerrors.Conflict:
                 self.conflicts += 1
                 if attempt == CONFLICT_RETRIES:
                     raise

@@ -23,7 +23,7 @@ import logging
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from gharc.kube.objects import meta
+from gharc.kube import objects
 
 log = logging.getLogger(__name__)
 
@@ -36,14 +36,16 @@ def read(hra: Mapping[str, Any], now: float) -> dict[str, int]:
     """The unexpired completed jobs of ``hra`` (reservation name to expiry), oldest first.
     A value that is not ours (edited by hand) is ignored with a warning, not fatal: the
     in-memory record still refuses the late events of this process."""
-    raw = (meta(hra).get("annotations") or {}).get(ANNOTATION)
+    raw = (objects.meta(hra).get("annotations") or {}).get(ANNOTATION)
     if not raw:
         return {}
     try:
         data = json.loads(raw)
         entries = {str(k): int(v) for k, v in data.items()}
     except (ValueError, TypeError, AttributeError) as err:
-        log.warning("ignoring annotation %s of HRA %s: %s", ANNOTATION, meta(hra).get("name"), err)
+        log.warning(
+            "ignoring annotation %s of HRA %s: %s", ANNOTATION, objects.meta(hra).get("name"), err
+        )
         return {}
     return {k: v for k, v in sorted(entries.items(), key=lambda kv: kv[1]) if v > now}
 

@@ -24,7 +24,7 @@ from typing import Any
 
 from prometheus_client import REGISTRY, CollectorRegistry, Counter, Histogram
 
-from gharc.kube.objects import parse_time
+from gharc.kube import objects
 from gharc.webhook.settings import WebhookSettings
 
 #: ARC's label names, in ARC's order.
@@ -77,7 +77,7 @@ def _obj(parent: Mapping[str, Any], key: str) -> Mapping[str, Any]:
 
 def _seconds(start: Any, end: Any) -> float | None:
     """``end - start`` in seconds, or None when either is missing or the order is wrong."""
-    a, b = parse_time(start), parse_time(end)
+    a, b = objects.parse_time(start), objects.parse_time(end)
     if a is None or b is None or b < a:
         return None
     return (b - a).total_seconds()

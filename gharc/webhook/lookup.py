@@ -20,10 +20,9 @@ from gharc.api.legacy import constants as lc
 from gharc.api.legacy.duration import parse_go_duration
 from gharc.api.legacy.views import RunnerConfigView
 from gharc.api.resources import HORIZONTAL_RUNNER_AUTOSCALERS, RUNNER_DEPLOYMENTS, RUNNER_SETS
+from gharc.kube import errors as kerrors
+from gharc.kube import objects
 from gharc.kube.client import Reader
-from gharc.kube.errors import NotFound
-from gharc.kube.objects import is_deleting, spec_of
-from gharc.kube.objects import meta as meta_of
 
 DEFAULT_DURATION = dt.timedelta(minutes=10)
 SELF_HOSTED = "self-hosted"
@@ -76,7 +75,7 @@ VisibleGroups = Callable[[str, str], Awaitable[Sequence[RunnerGroup]]]
 def trigger_duration(hra: Mapping[str, Any]) -> dt.timedelta | None:
     """The reservation length of a workflow_job HRA; None if it is not one (exactly one
     trigger, with ``githubEvent.workflowJob`` set). A missing or <= 0 duration is 10 min."""
-    triggers = spec_of(hra).get("scaleUpTriggers") or []
+    triggers = objects.spec_of(hra).get("scaleUpTriggers") or []
     if len(triggers) != 1:
         return None
     event = triggers[0].get("githubEvent")
@@ -117,7 +116,7 @@ def labels_match(job_labels: Sequence[str], target_labels: Sequence[str]) -> boo
 
 
 def target_spec(kind: str, obj: Mapping[str, Any]) -> TargetSpec:
-    spec = spec_of(obj)
+    spec = objects.spec_of(obj)
     runner = spec if kind == lc.KIND_RUNNER_SET else (spec.get("template") or {}).get("spec") or {}
     return TargetSpec(kind=kind, **RunnerConfigView(runner).scope)
 
@@ -145,7 +144,7 @@ class TargetLookup:
         self.visible_groups = visible_groups
 
     async def _target(self, hra: Mapping[str, Any]) -> TargetSpec | None:
-        ref = spec_of(hra).get("scaleTargetRef") or {}
+        ref = objects.spec_of(hra).get("scaleTargetRef") or {}
         kind = str(ref.get("kind") or lc.KIND_RUNNER_DEPLOYMENT)
         name = ref.get("name")
         if not name:
@@ -165,13 +164,13 @@ class TargetLookup:
         missing are left out)."""
         out: list[tuple[JSON, TargetSpec]] = []
         for hra in await self._hras():
-            if is_deleting(hra):
+            if objects.is_deleting(hra):
                 continue
             if trigger_duration(hra) is None:
                 continue
             try:
                 spec = await self._target(hra)
-            except NotFound:
+            except kerrors.NotFound:
                 continue
             if spec is not None:
                 out.append((hra, spec))
@@ -181,11 +180,11 @@ class TargetLookup:
         for hra in hras:
             try:
                 spec = await self._target(hra)
-            except NotFound:
+            except kerrors.NotFound:
                 continue  # an HRA whose target is gone has no keys
             if spec is None or key not in hra_keys(spec):
                 continue
-            if is_deleting(hra):
+            if objects.is_deleting(hra):
                 continue
             duration = trigger_duration(hra)
             if duration is None or not labels_match(labels, spec.labels):
@@ -201,8 +200,8 @@ class TargetLookup:
         for hra in hras:
             try:
                 spec = await self._target(hra)
-            except NotFound as err:  # ARC: one unreadable target fails the whole lookup
-                meta = meta_of(hra)
+            except kerrors.NotFound as err:  # ARC: one unreadable target fails the whole lookup
+                meta = objects.meta(hra)
                 raise TargetLookupError(
                     f"reading the target of HRA {meta.get('namespace')}/{meta.get('name')}: {err}"
                 ) from None

@@ -26,16 +26,15 @@ import sys
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from gharc.kube.logging import configure_logging
+from gharc.kube.serving import serving_address
 from gharc.settings import declare
-from gharc.settings.common import configure_logging, serving_address
 from gharc.settings.credentials import github_credentials
 from gharc.settings.declare import UsageError
 from gharc.webhook.settings import WebhookSettings
 
 __all__ = [
-    "UsageError",
     "WebhookArgs",
-    "WebhookSettings",
     "build_parser",
     "credentials",
     "main",

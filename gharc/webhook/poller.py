@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from gharc.github.models import WorkflowJob, WorkflowRun
-from gharc.kube.objects import spec_of
+from gharc.kube import objects
 from gharc.webhook.batch import ADDED, BatchScaler, QueueFull, ScaleOp, job_key
 from gharc.webhook.lookup import TargetLookup
 from gharc.webhook.payload import JobEvent
@@ -138,7 +138,7 @@ class QueuedJobPoller:
                 owner, _, name = spec.repository.partition("/")
                 found.append(Repo(owner, name))
             elif spec.organization:
-                for metric in spec_of(hra).get("metrics") or []:
+                for metric in objects.spec_of(hra).get("metrics") or []:
                     for name in metric.get("repositoryNames") or []:
                         found.append(Repo(spec.organization, str(name)))
                 found += [r for r in seen if r.owner == spec.organization]

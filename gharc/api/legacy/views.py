@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any, TypedDict
 
 from gharc.api.legacy import constants as c
-from gharc.kube.objects import int_or, int_or_none, spec_of, status_of
+from gharc.kube import objects
 
 __all__ = ["HorizontalRunnerAutoscalerView", "ReplicatedView", "RunnerConfigView", "RunnerScope"]
 
@@ -87,11 +87,11 @@ class ReplicatedView:
     @property
     def replicas(self) -> int:
         """``spec.replicas``; unset (or not a number) is 1, as for Kubernetes' workloads."""
-        return int_or(spec_of(self.obj).get("replicas"), 1)
+        return objects.int_or(objects.spec_of(self.obj).get("replicas"), 1)
 
     def count(self, key: str) -> int:
         """A ``status`` count; unset (nothing reported yet) is 0."""
-        return int_or(status_of(self.obj).get(key))
+        return objects.int_or(objects.status_of(self.obj).get(key))
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,14 +104,14 @@ class HorizontalRunnerAutoscalerView:
     @property
     def min_replicas(self) -> int | None:
         """``spec.minReplicas``; None when unset (the controller reports the HRA invalid)."""
-        return int_or_none(spec_of(self.obj).get("minReplicas"))
+        return objects.int_or_none(objects.spec_of(self.obj).get("minReplicas"))
 
     @property
     def max_replicas(self) -> int | None:
         """``spec.maxReplicas``; None when unset: no upper bound."""
-        return int_or_none(spec_of(self.obj).get("maxReplicas"))
+        return objects.int_or_none(objects.spec_of(self.obj).get("maxReplicas"))
 
     @property
     def desired_replicas(self) -> int | None:
         """``status.desiredReplicas``: the last decision; None before the first one."""
-        return int_or_none(status_of(self.obj).get("desiredReplicas"))
+        return objects.int_or_none(objects.status_of(self.obj).get("desiredReplicas"))

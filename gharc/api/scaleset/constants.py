@@ -12,8 +12,7 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from gharc.kube.objects import meta as meta_of
-from gharc.kube.objects import spec_of
+from gharc.kube import objects
 
 # --- API group ---------------------------------------------------------------------------
 
@@ -247,8 +246,8 @@ def listener_name(
 
 def listener_name_for(ars: dict[str, Any]) -> str:
     """:func:`listener_name` of an AutoscalingRunnerSet object (a dict as the API returns it)."""
-    meta = meta_of(ars)
-    spec = spec_of(ars)
+    meta = objects.meta(ars)
+    spec = objects.spec_of(ars)
     return listener_name(
         meta.get("name", ""),
         meta.get("namespace", ""),

@@ -22,7 +22,7 @@ from typing import Any, Final
 
 from gharc.api.scaleset import constants as c
 from gharc.api.scaleset import scaling_wire as wire
-from gharc.kube.objects import int_or, int_or_none, meta, spec_of, status_of
+from gharc.kube import objects
 
 __all__ = [
     "ANNOTATION_ACTIONABLE_REVISION",
@@ -51,29 +51,29 @@ class _View:
 
     @property
     def name(self) -> str:
-        return str(meta(self.obj).get("name") or "")
+        return str(objects.meta(self.obj).get("name") or "")
 
     @property
     def namespace(self) -> str:
-        return str(meta(self.obj).get("namespace") or "")
+        return str(objects.meta(self.obj).get("namespace") or "")
 
     @property
     def uid(self) -> str:
         """``metadata.uid``; "" for an object not yet stored (a desired object)."""
-        return str(meta(self.obj).get("uid") or "")
+        return str(objects.meta(self.obj).get("uid") or "")
 
     @property
     def annotations(self) -> Mapping[str, Any]:
         """``metadata.annotations`` (not a copy: read only)."""
-        return _mapping(meta(self.obj).get("annotations"))
+        return _mapping(objects.meta(self.obj).get("annotations"))
 
     @property
     def spec(self) -> Mapping[str, Any]:
-        return spec_of(self.obj)
+        return objects.spec_of(self.obj)
 
     @property
     def status(self) -> Mapping[str, Any]:
-        return status_of(self.obj)
+        return objects.status_of(self.obj)
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,18 +121,18 @@ class EphemeralRunnerView(_View):
     @property
     def runner_id(self) -> int:
         """The registration's id (``status.runnerId``); 0 before the runner registered."""
-        return int_or(self.status.get("runnerId"))
+        return objects.int_or(self.status.get("runnerId"))
 
     @property
     def scale_set_id(self) -> int:
         """``spec.runnerScaleSetId``; 0 when unset."""
-        return int_or(self.spec.get("runnerScaleSetId"))
+        return objects.int_or(self.spec.get("runnerScaleSetId"))
 
     @property
     def revision(self) -> int:
         """The actionable revision the runner was built for; 0 for runners without the
         annotation (built by ARC or by an older gharc)."""
-        return int_or(self.annotations.get(ANNOTATION_ACTIONABLE_REVISION))
+        return objects.int_or(self.annotations.get(ANNOTATION_ACTIONABLE_REVISION))
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,22 +142,22 @@ class EphemeralRunnerSetView(_View):
     @property
     def replicas(self) -> int:
         """``spec.replicas``; unset is 0 (the listener sets it)."""
-        return int_or(self.spec.get("replicas"))
+        return objects.int_or(self.spec.get("replicas"))
 
     @property
     def patch_id(self) -> int:
         """``spec.patchID``; unset is 0, which means "no patch" (scale-down allowed)."""
-        return int_or(self.spec.get(wire.PATCH_ID_FIELD))
+        return objects.int_or(self.spec.get(wire.PATCH_ID_FIELD))
 
     @property
     def actionable_revision(self) -> int:
         """``spec.actionableRevision``: bumped by the ARS on each runner template change."""
-        return int_or(self.spec.get("actionableRevision"))
+        return objects.int_or(self.spec.get("actionableRevision"))
 
     @property
     def applied_revision(self) -> int:
         """``status.appliedActionableRevision``: the revision the set's runners were brought to."""
-        return int_or(self.status.get("appliedActionableRevision"))
+        return objects.int_or(self.status.get("appliedActionableRevision"))
 
     @property
     def revision_pending(self) -> bool:
@@ -168,7 +168,7 @@ class EphemeralRunnerSetView(_View):
     def cleanup_marker(self) -> int | None:
         """``status.finishedRunnerCleanupPatchID``: the patch whose finished runners were
         cleaned up (behaviours B3); None when there is none."""
-        return int_or_none(self.status.get(wire.CLEANUP_MARKER_FIELD))
+        return objects.int_or_none(self.status.get(wire.CLEANUP_MARKER_FIELD))
 
     @property
     def phase(self) -> str:
@@ -182,7 +182,7 @@ class EphemeralRunnerSetView(_View):
     @property
     def scale_set_id(self) -> int:
         """The runners' ``runnerScaleSetId``; 0 when unset."""
-        return int_or(self.runner_spec.get("runnerScaleSetId"))
+        return objects.int_or(self.runner_spec.get("runnerScaleSetId"))
 
     @property
     def github_config_url(self) -> str:
@@ -191,12 +191,14 @@ class EphemeralRunnerSetView(_View):
     @property
     def scale_set_name(self) -> str:
         """The ARS name, from the set's label; the set's own name for a set without it."""
-        return str(_mapping(meta(self.obj).get("labels")).get(c.LABEL_SCALE_SET_NAME, self.name))
+        return str(
+            _mapping(objects.meta(self.obj).get("labels")).get(c.LABEL_SCALE_SET_NAME, self.name)
+        )
 
     @property
     def scale_set_namespace(self) -> str:
         """The ARS namespace, from the set's label; the set's own namespace without it."""
-        labels = _mapping(meta(self.obj).get("labels"))
+        labels = _mapping(objects.meta(self.obj).get("labels"))
         return str(labels.get(c.LABEL_SCALE_SET_NAMESPACE, self.namespace))
 
 
@@ -209,7 +211,7 @@ class AutoscalingRunnerSetView(_View):
     def scale_set_id(self) -> int | None:
         """The ``runner-scale-set-id`` annotation as a positive int; None when the scale set
         is not created yet (missing, not a number, or not positive)."""
-        value = int_or_none(self.annotations.get(c.ANNOTATION_RUNNER_SCALE_SET_ID))
+        value = objects.int_or_none(self.annotations.get(c.ANNOTATION_RUNNER_SCALE_SET_ID))
         return value if value is not None and value > 0 else None
 
     @property
@@ -229,7 +231,7 @@ class AutoscalingRunnerSetView(_View):
     @property
     def min_runners(self) -> int:
         """``spec.minRunners``; unset is 0."""
-        return int_or(self.spec.get("minRunners"))
+        return objects.int_or(self.spec.get("minRunners"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -239,12 +241,12 @@ class AutoscalingListenerView(_View):
     @property
     def scale_set_id(self) -> int:
         """``spec.runnerScaleSetId``; 0 when unset."""
-        return int_or(self.spec.get("runnerScaleSetId"))
+        return objects.int_or(self.spec.get("runnerScaleSetId"))
 
     @property
     def min_runners(self) -> int:
         """``spec.minRunners``; unset is 0."""
-        return int_or(self.spec.get("minRunners"))
+        return objects.int_or(self.spec.get("minRunners"))
 
     @property
     def max_runners(self) -> int:
@@ -273,4 +275,4 @@ class AutoscalingListenerView(_View):
     def failures(self) -> int:
         """``status.failures``: listener pod failures in a row (the restart backoff's step);
         0 when none were counted."""
-        return int_or(self.status.get("failures"))
+        return objects.int_or(self.status.get("failures"))

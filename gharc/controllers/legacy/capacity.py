@@ -13,19 +13,19 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from gharc.kube.objects import parse_time
+from gharc.kube import objects
 
 
 def _times(reservations: Sequence[Mapping[str, Any]], key: str) -> list[dt.datetime]:
     """Every reservation's ``key`` time that is set; a malformed one raises ``ValueError``."""
-    return [t for t in (parse_time(r.get(key), strict=True) for r in reservations) if t]
+    return [t for t in (objects.parse_time(r.get(key), strict=True) for r in reservations) if t]
 
 
 def reserved_replicas(reservations: Sequence[Mapping[str, Any]], now: dt.datetime) -> int:
     """Sum of ``replicas`` over the reservations that have not expired at ``now``."""
     total = 0
     for r in reservations:
-        expiration = parse_time(r.get("expirationTime"), strict=True)
+        expiration = objects.parse_time(r.get("expirationTime"), strict=True)
         if expiration is not None and expiration > now:
             total += int(r.get("replicas") or 0)
     return total

@@ -24,13 +24,11 @@ from typing import Any
 
 from gharc.github.auth import Credentials, CredentialsError, credentials_from_secret_data
 from gharc.github.config import InvalidConfigUrl, server_url
-from gharc.github.config import server_url_from_api_url as server_url_from_api_url  # re-export
 from gharc.github.pool import ClientPool
 from gharc.github.rest import RestClient
+from gharc.kube import errors as kerrors
+from gharc.kube import objects
 from gharc.kube.client import Reader
-from gharc.kube.errors import NotFound
-from gharc.kube.objects import decode_secret_data, spec_of
-from gharc.kube.objects import meta as meta_of
 from gharc.kube.resources import SECRETS
 
 NO_CREDENTIALS = (
@@ -103,9 +101,9 @@ class LegacyGitHub:
     async def _secret(self, namespace: str, name: str) -> dict[str, str]:
         try:
             secret = await self._kube.get(SECRETS, name, namespace=namespace)
-        except NotFound:
+        except kerrors.NotFound:
             raise ScopeError(f"GitHub credentials secret {namespace}/{name} not found") from None
-        data = decode_secret_data(secret)
+        data = objects.decode_secret_data(secret)
         return data
 
     async def client(self, namespace: str, scope: RunnerScope, secret: str = "") -> RestClient:
@@ -133,8 +131,8 @@ class LegacyGitHub:
     ) -> RestClient:
         """The HRA controller's call shape: the HRA's namespace and secretRef, the scale
         target's scope."""
-        meta = meta_of(hra)
-        ref = (spec_of(hra).get("githubAPICredentialsFrom") or {}).get("secretRef")
+        meta = objects.meta(hra)
+        ref = (objects.spec_of(hra).get("githubAPICredentialsFrom") or {}).get("secretRef")
         secret = str(ref.get("name") or "") if isinstance(ref, Mapping) else ""
         scope = RunnerScope(enterprise, organization, repository)
         return await self.client(str(meta.get("namespace") or ""), scope, secret)

@@ -18,8 +18,9 @@ from typing import Any
 from gharc.api.legacy import constants as c
 from gharc.controllers.legacy import pods as p
 from gharc.controllers.legacy.options import LegacyOptions
-from gharc.github import errors as gh
+from gharc.github import errors as gherrors
 from gharc.github.rest import RestClient
+from gharc.kube import objects
 from gharc.kube.client import KubeClient
 from gharc.kube.reconcile import Result
 from gharc.kube.resources import PODS
@@ -42,7 +43,7 @@ class StopOutcome:
 
 async def annotate_once(kube: KubeClient, pod: JSON, key: str, value: str) -> JSON:
     """Set an annotation unless it is already present (first writer wins, like ARC)."""
-    if key in p.annotations_of(pod):
+    if key in objects.annotations_of(pod):
         return pod
     return await kube.merge_patch(PODS, pod, {"metadata": {"annotations": {key: value}}})
 
@@ -74,7 +75,7 @@ class GracefulStop:
         """ARC ``tickRunnerGracefulStop``: start mark, unregister, complete mark."""
         now = self.options.clock()
         pod = await annotate_once(
-            self.kube, pod, c.ANNOTATION_UNREGISTRATION_START_TIMESTAMP, p.format_time(now)
+            self.kube, pod, c.ANNOTATION_UNREGISTRATION_START_TIMESTAMP, objects.format_time(now)
         )
         pod, retry = await self._unregister(pod, client)
         if retry is not None:
@@ -83,13 +84,13 @@ class GracefulStop:
             self.kube,
             pod,
             c.ANNOTATION_UNREGISTRATION_COMPLETE_TIMESTAMP,
-            p.format_time(self.options.clock()),
+            objects.format_time(self.options.clock()),
         )
         return StopOutcome(pod, None)
 
     async def _unregister(self, pod: JSON, client: RestClient) -> tuple[JSON, Result | None]:
         """ARC ``ensureRunnerUnregistration``: the first matching rule of the table wins."""
-        ann = p.annotations_of(pod)
+        ann = objects.annotations_of(pod)
         name = str(pod["metadata"]["name"])
         if c.ANNOTATION_UNREGISTRATION_COMPLETE_TIMESTAMP in ann:
             return pod, None  # 1
@@ -156,9 +157,9 @@ class GracefulStop:
         name = str(pod["metadata"]["name"])
         try:
             await client.remove_runner(runner_id)
-        except gh.RateLimited:
+        except gherrors.RateLimited:
             return pod, Result(requeue_after=self.options.rate_limit_retry_delay.total_seconds())
-        except gh.Forbidden as err:
+        except gherrors.Forbidden as err:
             log.warning(
                 "pod %s: no permission to remove runner %d (%s); treating as removed",
                 name,
@@ -166,17 +167,17 @@ class GracefulStop:
                 err,
             )
             return pod, None
-        except gh.NotFound:
+        except gherrors.NotFound:
             # Gone from GitHub; but a restarted runner container registers again under the
             # pod's name with a new id, which the annotation does not name.
             again = await find_runner_id(client, name, fresh=True)
             if again is not None and again != runner_id:
                 return await self._remove(pod, client, again)
             return pod, None
-        except gh.UnprocessableEntity as err:
+        except gherrors.UnprocessableEntity as err:
             if p.runner_container_terminated(pod):
                 return pod, None
-            now = p.format_time(self.options.clock())
+            now = objects.format_time(self.options.clock())
             pod = await annotate_once(
                 self.kube, pod, c.ANNOTATION_UNREGISTRATION_FAILURE_MESSAGE, err.message[:1000]
             )

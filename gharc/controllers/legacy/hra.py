@@ -57,16 +57,15 @@ from gharc.controllers.legacy.hra_metrics import (
 from gharc.controllers.legacy.hra_prometheus import HRAMetrics
 from gharc.controllers.legacy.options import LegacyOptions
 from gharc.controllers.legacy.timeutil import from_timestamp
+from gharc.kube import errors as kerrors
+from gharc.kube import objects
 from gharc.kube.builder import Builder
 from gharc.kube.client import KubeClient, Reader
 from gharc.kube.controller import Controller
-from gharc.kube.errors import NotFound
 from gharc.kube.events import NORMAL, WARNING
 from gharc.kube.labels import Selector
 from gharc.kube.manager import ManagerLike
 from gharc.kube.objectreconciler import reconcile_fetched, request_of
-from gharc.kube.objects import format_time, is_deleting, parse_time, spec_of, status_of
-from gharc.kube.objects import meta as meta_of
 from gharc.kube.predicate import GenerationChangedPredicate, ResourceVersionChangedPredicate
 from gharc.kube.reconcile import Request, Result, TerminalError
 from gharc.kube.resources import PODS, Resource
@@ -122,7 +121,7 @@ class HRAReconciler:
     # ---- events -------------------------------------------------------------------------
 
     async def _event(self, obj: Mapping[str, Any], type_: str, reason: str, msg: str) -> None:
-        meta = meta_of(obj)
+        meta = objects.meta(obj)
         log.info("HRA %s/%s: %s: %s", meta.get("namespace"), meta.get("name"), reason, msg)
         if self.recorder is None:
             return
@@ -161,7 +160,7 @@ class HRAReconciler:
         self, hra: Mapping[str, Any], need_runners: bool
     ) -> tuple[Resource, JSON, ScaleTarget] | None:
         ns = str(hra["metadata"]["namespace"])
-        ref = spec_of(hra).get("scaleTargetRef") or {}
+        ref = objects.spec_of(hra).get("scaleTargetRef") or {}
         kind = str(ref.get("kind") or lc.KIND_RUNNER_DEPLOYMENT)
         name = str(ref.get("name") or "")
         if not name:
@@ -169,18 +168,18 @@ class HRAReconciler:
         resource = RUNNER_SETS if kind == lc.KIND_RUNNER_SET else RUNNER_DEPLOYMENTS
         try:
             obj = await self.reader.get(resource, name, namespace=ns)
-        except NotFound:
+        except kerrors.NotFound:
             return None
-        if is_deleting(obj):
+        if objects.is_deleting(obj):
             return None
-        spec = spec_of(obj)
+        spec = objects.spec_of(obj)
         if resource is RUNNER_SETS:
             runner_spec = spec
             label = lc.LABEL_RUNNER_SET_NAME
             selector = Selector.from_label_selector(spec.get("selector") or {})
             names_of: Resource = PODS
         else:
-            runner_spec = spec_of(spec.get("template") or {})
+            runner_spec = objects.spec_of(spec.get("template") or {})
             label = lc.LABEL_RUNNER_DEPLOYMENT_NAME
             sel = spec.get("selector")
             selector = (
@@ -216,11 +215,11 @@ class HRAReconciler:
 
     async def reconcile_hra(self, hra: JSON) -> Result | None:
         request = request_of(hra)
-        if is_deleting(hra):
+        if objects.is_deleting(hra):
             return None
         if self.metrics is not None:
             self.metrics.set_spec(hra)
-        spec = spec_of(hra)
+        spec = objects.spec_of(hra)
         now = from_timestamp(self.clock())
         name = f"{request.namespace}/{request.name}"
         view = HorizontalRunnerAutoscalerView(hra)
@@ -261,7 +260,7 @@ class HRAReconciler:
                 raise
             self._export(hra, target, suggestion)
 
-        status = status_of(hra)
+        status = objects.status_of(hra)
         reservations = list(spec.get("capacityReservations") or [])
         delay_s = spec.get("scaleDownDelaySecondsAfterScaleOut")
         delay = (
@@ -275,7 +274,9 @@ class HRAReconciler:
             max_replicas=spec_max,
             reservations=reservations,
             status_desired=view.desired_replicas,
-            last_scale_out=parse_time(status.get("lastSuccessfulScaleOutTime"), strict=True),
+            last_scale_out=objects.parse_time(
+                status.get("lastSuccessfulScaleOutTime"), strict=True
+            ),
             scale_down_delay=delay,
             now=now,
         )
@@ -308,8 +309,8 @@ class HRAReconciler:
         if current != desired:
             patch["replicas"] = desired
         if target.ephemeral and effective is not None:
-            value = format_time(effective)
-            if spec_of(obj).get("effectiveTime") != value or patch:
+            value = objects.format_time(effective)
+            if objects.spec_of(obj).get("effectiveTime") != value or patch:
                 patch["effectiveTime"] = value
         if not patch:
             return
@@ -335,7 +336,9 @@ class HRAReconciler:
         patch: JSON = {}
         if old is None or old != desired:
             if (old is None and desired > 1) or (old is not None and desired > old):
-                patch["lastSuccessfulScaleOutTime"] = format_time(from_timestamp(self.clock()))
+                patch["lastSuccessfulScaleOutTime"] = objects.format_time(
+                    from_timestamp(self.clock())
+                )
             patch["desiredReplicas"] = desired
         summary = schedule.overrides_summary(spec_min, active, upcoming)
         if summary != status.get("scheduledOverridesSummary"):
@@ -393,11 +396,11 @@ def setup(manager: ManagerLike, deps: LegacyDeps) -> Controller:
         target's own events wake the HRA instead (level-triggered, no polling)."""
 
         def mapper(obj: JSON) -> list[Request]:
-            meta = meta_of(obj)
+            meta = objects.meta(obj)
             ns, name = meta.get("namespace"), meta.get("name")
             out = []
             for hra in hras.store.list(ns):
-                ref = spec_of(hra).get("scaleTargetRef") or {}
+                ref = objects.spec_of(hra).get("scaleTargetRef") or {}
                 if (
                     ref.get("name") == name
                     and (ref.get("kind") or lc.KIND_RUNNER_DEPLOYMENT) == kind

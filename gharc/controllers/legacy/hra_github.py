@@ -15,12 +15,9 @@ clients, and there is one place that reads credential Secrets.
 
 from __future__ import annotations
 
-from gharc.controllers.legacy.githubclients import (
-    ScopeError,
-    server_url_from_api_url,
-)
+from gharc.controllers.legacy.githubclients import ScopeError
 
-__all__ = ["CredentialsUnavailable", "scope_config_url", "server_url_from_api_url"]
+__all__ = ["CredentialsUnavailable", "scope_config_url"]
 
 CredentialsUnavailable = ScopeError
 """No usable GitHub credentials or scope for this HRA (the user must fix a Secret, a flag or

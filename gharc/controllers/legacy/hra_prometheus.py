@@ -14,7 +14,7 @@ from prometheus_client import REGISTRY, CollectorRegistry, Gauge
 
 from gharc.api.legacy.views import HorizontalRunnerAutoscalerView
 from gharc.controllers.legacy.hra_metrics import BusyCounts, ScaleTarget, WorkflowCounts
-from gharc.kube.objects import meta as meta_of
+from gharc.kube import objects
 
 HRA_LABELS = ("horizontalrunnerautoscaler", "namespace")
 TARGET_LABELS = (*HRA_LABELS, "enterprise", "organization", "repository", "kind", "name")
@@ -58,7 +58,7 @@ class HRAMetrics:
 
     @staticmethod
     def _hra(hra: Mapping[str, Any]) -> dict[str, str]:
-        meta = meta_of(hra)
+        meta = objects.meta(hra)
         return {
             "horizontalrunnerautoscaler": str(meta.get("name", "")),
             "namespace": str(meta.get("namespace", "")),

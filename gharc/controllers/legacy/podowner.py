@@ -26,6 +26,7 @@ from typing import Any, Protocol
 
 from gharc.api.legacy import constants as c
 from gharc.controllers.legacy import pods as p
+from gharc.kube import objects
 from gharc.kube.client import KubeClient
 from gharc.kube.reconcile import Result
 from gharc.kube.resources import PODS, Resource
@@ -70,19 +71,19 @@ class OwnerState:
 
     @property
     def template_hash(self) -> str:
-        return p.labels_of(self.owner).get(c.LABEL_RUNNER_TEMPLATE_HASH, "")
+        return objects.labels_of(self.owner).get(c.LABEL_RUNNER_TEMPLATE_HASH, "")
 
 
 def classify(state: OwnerState, now: dt.datetime, registration_timeout: dt.timedelta) -> None:
     for pod in state.pods:
         if p.is_stopped(pod):
             state.completed += 1
-        elif p.is_deleting(pod):
+        elif objects.is_deleting(pod):
             state.terminating += 1
         elif p.phase(pod) == "Running":
-            if c.ANNOTATION_RUNNER_ID not in p.annotations_of(pod) and p.registration_timed_out(
-                pod, now, registration_timeout
-            ):
+            if c.ANNOTATION_RUNNER_ID not in objects.annotations_of(
+                pod
+            ) and p.registration_timed_out(pod, now, registration_timeout):
                 state.reg_timeout += 1
             else:
                 state.running += 1
@@ -111,7 +112,7 @@ def skip_create(
 
 
 async def _annotate(kube: KubeClient, resource: Resource, obj: JSON, key: str, value: str) -> None:
-    if key in p.annotations_of(obj):
+    if key in objects.annotations_of(obj):
         return
     await kube.merge_patch(resource, obj, {"metadata": {"annotations": {key: value}}})
 
@@ -190,7 +191,7 @@ def registration_wake_after(
     """Seconds until the first Running, Ready, unregistered pod hits the registration timeout."""
     best: float | None = None
     for pod in pods:
-        if p.phase(pod) != "Running" or c.ANNOTATION_RUNNER_ID in p.annotations_of(pod):
+        if p.phase(pod) != "Running" or c.ANNOTATION_RUNNER_ID in objects.annotations_of(pod):
             continue
         since = p.ready_since(pod)
         if since is not None and now - since <= timeout:
@@ -222,31 +223,31 @@ async def _sync(
     create: Callable[[], Awaitable[None]],
 ) -> tuple[list[OwnerState] | None, float | None]:
     now = params.now
-    stamp = p.format_time(now)
+    stamp = objects.format_time(now)
     by_hash: dict[str, list[OwnerState]] = {}
     last_sync: dt.datetime | None = params.last_created
     for owner in owners:
         state = OwnerState(owner, await kind.pods_of(owner))
         classify(state, now, params.registration_timeout)
-        ann = p.annotations_of(owner)
+        ann = objects.annotations_of(owner)
         if not state.template_hash:
             log.info("%s %s has no template hash; waiting", kind.resource.kind, state.name)
             return None, None
-        if p.is_deleting(owner):
+        if objects.is_deleting(owner):
             continue
         if c.ANNOTATION_UNREGISTRATION_COMPLETE_TIMESTAMP in ann:
             await kind.delete(owner)  # step 3 of 4
             continue
         if c.ANNOTATION_UNREGISTRATION_REQUEST_TIMESTAMP in ann and all(
-            c.ANNOTATION_UNREGISTRATION_COMPLETE_TIMESTAMP in p.annotations_of(pod)
-            or p.is_deleting(pod)
+            c.ANNOTATION_UNREGISTRATION_COMPLETE_TIMESTAMP in objects.annotations_of(pod)
+            or objects.is_deleting(pod)
             for pod in state.pods
         ):
             await _annotate(
                 kube, kind.resource, owner, c.ANNOTATION_UNREGISTRATION_COMPLETE_TIMESTAMP, stamp
             )
             continue  # step 2 of 4
-        synced_at = p.parse_time(ann.get(c.ANNOTATION_SYNC_TIME))
+        synced_at = objects.parse_time(ann.get(c.ANNOTATION_SYNC_TIME))
         if synced_at is not None and (last_sync is None or synced_at > last_sync):
             last_sync = synced_at
         if state.total > 0 and state.total == state.completed:
@@ -284,7 +285,7 @@ async def _sync(
         if h == params.template_hash:
             continue
         for state in states:
-            if not p.is_deleting(state.owner):
+            if not objects.is_deleting(state.owner):
                 await kind.delete(state.owner)
                 return None, None
     return current, hold_until
@@ -302,7 +303,7 @@ async def _scale_down(
             retained += state.running
     if retained == desired:
         for state in to_delete:
-            if c.ANNOTATION_UNREGISTRATION_REQUEST_TIMESTAMP in p.annotations_of(state.owner):
+            if c.ANNOTATION_UNREGISTRATION_REQUEST_TIMESTAMP in objects.annotations_of(state.owner):
                 continue
             for pod in state.pods:  # step 1 of 4
                 await _annotate(

@@ -13,14 +13,8 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from gharc.api.legacy import constants as c
-from gharc.kube import errors
-from gharc.kube.objects import annotations_of as annotations_of  # re-export
-from gharc.kube.objects import deleting_since, spec_of, status_of
-from gharc.kube.objects import format_time as format_time  # re-export
-from gharc.kube.objects import is_deleting as is_deleting  # re-export
-from gharc.kube.objects import labels_of as labels_of  # re-export
-from gharc.kube.objects import meta as meta_of
-from gharc.kube.objects import parse_time as parse_time  # re-export
+from gharc.kube import errors as kerrors
+from gharc.kube import objects
 
 if TYPE_CHECKING:
     from gharc.kube.resources import Resource
@@ -29,11 +23,11 @@ JSON = dict[str, Any]
 
 
 def _uid(pod: Mapping[str, Any]) -> str:
-    return str(meta_of(pod).get("uid") or "")
+    return str(objects.meta(pod).get("uid") or "")
 
 
 def _runner_status(pod: Mapping[str, Any]) -> Mapping[str, Any]:
-    for cs in status_of(pod).get("containerStatuses") or ():
+    for cs in objects.status_of(pod).get("containerStatuses") or ():
         if cs.get("name") == c.CONTAINER_RUNNER:
             return dict(cs)
     return {}
@@ -50,13 +44,13 @@ def runner_container_terminated_before(pod: Mapping[str, Any]) -> bool:
 
 def _deletion_requested(pod: Mapping[str, Any], deadline: dt.datetime) -> dt.datetime:
     """When the pod's deletion was asked for: its deletionTimestamp is the deadline."""
-    grace = meta_of(pod).get("deletionGracePeriodSeconds") or 0
+    grace = objects.meta(pod).get("deletionGracePeriodSeconds") or 0
     return deadline - dt.timedelta(seconds=int(grace))
 
 
 def _runner_finished(pod: Mapping[str, Any]) -> dt.datetime | None:
     terminated = (_runner_status(pod).get("state") or {}).get("terminated") or {}
-    return parse_time(terminated.get("finishedAt"))
+    return objects.parse_time(terminated.get("finishedAt"))
 
 
 def stopped_by_deletion(pod: Mapping[str, Any]) -> bool:
@@ -69,7 +63,7 @@ def stopped_by_deletion(pod: Mapping[str, Any]) -> bool:
     collector after a RunnerSet's deletion, a user's ``kubectl delete``) must still be
     unregistered, whichever of the kubelet and graceful stop gets there first.
     """
-    deadline = deleting_since(pod)
+    deadline = objects.deleting_since(pod)
     if deadline is None or not _runner_status(pod):
         return False  # not being deleted, or the runner never started: nothing registered
     requested = _deletion_requested(pod, deadline)
@@ -82,7 +76,7 @@ def stopped_by_deletion(pod: Mapping[str, Any]) -> bool:
 def restarts_runner(pod: Mapping[str, Any]) -> bool:
     """The kubelet starts the runner container again after it exits (a RunnerSet's pod:
     restartPolicy Always), and the new runner registers again under the pod's name."""
-    return (spec_of(pod).get("restartPolicy") or "Always") != "Never"
+    return (objects.spec_of(pod).get("restartPolicy") or "Always") != "Never"
 
 
 def stopped_for_good(pod: Mapping[str, Any], now: dt.datetime, margin: dt.timedelta) -> bool:
@@ -92,10 +86,10 @@ def stopped_for_good(pod: Mapping[str, Any], now: dt.datetime, margin: dt.timede
     not restart a container it stopped after the deletion began. Past the deletion's
     deadline (plus ``margin``) no kubelet is answering (a lost node), so nothing starts.
     """
-    deadline = deleting_since(pod)
+    deadline = objects.deleting_since(pod)
     if deadline is None:
         return False
-    if status_of(pod).get("phase") in ("Succeeded", "Failed") or now > deadline + margin:
+    if objects.status_of(pod).get("phase") in ("Succeeded", "Failed") or now > deadline + margin:
         return True
     finished = _runner_finished(pod)
     # A strict bound: an exit in the same second as the request may predate it.
@@ -104,24 +98,24 @@ def stopped_for_good(pod: Mapping[str, Any], now: dt.datetime, margin: dt.timede
 
 def is_stopped(pod: Mapping[str, Any]) -> bool:
     """ARC's ``runnerPodOrContainerIsStopped``."""
-    status = status_of(pod)
+    status = objects.status_of(pod)
     phase = status.get("phase")
     if phase in ("Succeeded", "Failed"):
         return True
     if phase == "Running" and runner_container_terminated(pod):
         return True
-    return is_deleting(pod) and not status.get("containerStatuses")
+    return objects.is_deleting(pod) and not status.get("containerStatuses")
 
 
 def phase(pod: Mapping[str, Any]) -> str:
-    return str(status_of(pod).get("phase") or "")
+    return str(objects.status_of(pod).get("phase") or "")
 
 
 def ready_since(pod: Mapping[str, Any]) -> dt.datetime | None:
     """When the Ready condition last became True; None when it is not True."""
-    for cond in status_of(pod).get("conditions") or ():
+    for cond in objects.status_of(pod).get("conditions") or ():
         if cond.get("type") == "Ready" and cond.get("status") == "True":
-            return parse_time(cond.get("lastTransitionTime")) or dt.datetime.min.replace(
+            return objects.parse_time(cond.get("lastTransitionTime")) or dt.datetime.min.replace(
                 tzinfo=dt.UTC
             )
     return None
@@ -139,7 +133,7 @@ def registration_timed_out(pod: Mapping[str, Any], now: dt.datetime, timeout: dt
 
 def runner_env(pod: Mapping[str, Any]) -> dict[str, str] | None:
     """Literal env values of the ``runner`` container; None when it has no env at all."""
-    for container in spec_of(pod).get("containers") or ():
+    for container in objects.spec_of(pod).get("containers") or ():
         if container.get("name") == c.CONTAINER_RUNNER:
             env = container.get("env") or []
             if not env:
@@ -170,7 +164,7 @@ class RunnerPods:
         )
 
     def _observe(self, pod: Mapping[str, Any]) -> None:
-        if is_deleting(pod):
+        if objects.is_deleting(pod):
             return
         if is_stopped(pod):
             self._exited_live.add(_uid(pod))
@@ -207,7 +201,7 @@ class RunnerPods:
         :func:`~gharc.kube.objectreconciler.reconcile_fetched`: NotFound when the pod is gone."""
         pod = await self.get(namespace or "", name)
         if pod is None:
-            raise errors.NotFound(f'{resource} "{name}" not found in cache', reason="NotFound")
+            raise kerrors.NotFound(f'{resource} "{name}" not found in cache', reason="NotFound")
         return pod
 
     async def list(self, namespace: str) -> list[JSON]:

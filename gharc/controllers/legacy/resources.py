@@ -17,8 +17,7 @@ from gharc.api.legacy import constants as c
 from gharc.api.legacy.views import RunnerConfigView
 from gharc.api.scaleset.constants import fnv_hash_string
 from gharc.controllers.legacy.options import LegacyOptions
-from gharc.kube.objects import meta as meta_of
-from gharc.kube.objects import spec_of, status_of
+from gharc.kube import objects
 
 JSON = dict[str, Any]
 
@@ -275,7 +274,7 @@ def _dedupe_mounts(mounts: list[JSON]) -> list[JSON]:
 
 def _runner_pod_spec_template(runner: Mapping[str, Any]) -> JSON:
     """The pod template ARC's ``newPod`` starts from: the Runner's RunnerPodSpec fields."""
-    spec = spec_of(runner)
+    spec = objects.spec_of(runner)
     containers = copy.deepcopy(list(spec.get("containers") or []))
     if not containers:
         containers = [{"name": c.CONTAINER_RUNNER}]
@@ -328,7 +327,7 @@ def registration_secret_name(runner_name: str) -> str:
 
 def registration_secret(runner: Mapping[str, Any], token: str) -> JSON:
     """The registration Secret of ``runner``, owned by it (deleted with it)."""
-    meta = meta_of(runner)
+    meta = objects.meta(runner)
     return {
         "apiVersion": "v1",
         "kind": "Secret",
@@ -349,11 +348,11 @@ def new_runner_pod(runner: Mapping[str, Any], options: LegacyOptions) -> JSON:
     ``RUNNER_TOKEN`` comes from the runner's registration Secret (``secretKeyRef``),
     never as a literal value.
     """
-    meta = meta_of(runner)
-    spec = spec_of(runner)
+    meta = objects.meta(runner)
+    spec = objects.spec_of(runner)
     name = str(meta["name"])
     # The token's expiry stands for the token in the hash: a new token is a new pod spec.
-    token = str((status_of(runner).get("registration") or {}).get("expiresAt") or "")
+    token = str((objects.status_of(runner).get("registration") or {}).get("expiresAt") or "")
     rlabels = {k: v for k, v in (meta.get("labels") or {}).items()}
     rannotations = dict(meta.get("annotations") or {})
     hash_input = {
@@ -420,7 +419,7 @@ def set_runner_identity(container: JSON, name: str, token: str | JSON) -> None:
 
 
 def owner_ref(owner: Mapping[str, Any]) -> JSON:
-    meta = meta_of(owner)
+    meta = objects.meta(owner)
     return {
         "apiVersion": owner.get("apiVersion"),
         "kind": owner.get("kind"),

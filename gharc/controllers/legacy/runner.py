@@ -30,16 +30,16 @@ from gharc.controllers.legacy.resources import (
     registration_secret,
     registration_secret_name,
 )
-from gharc.github.errors import GitHubError
-from gharc.kube import errors
+from gharc.github import errors as gherrors
+from gharc.kube import errors as kerrors
+from gharc.kube import objects
 from gharc.kube.builder import Builder
 from gharc.kube.client import KubeClient
 from gharc.kube.controller import Controller
 from gharc.kube.events import NORMAL, WARNING, EventRecorder
-from gharc.kube.finalizers import add_finalizer, has_finalizer, remove_finalizer
+from gharc.kube.finalizers import add_finalizer, remove_finalizer
 from gharc.kube.manager import ManagerLike
 from gharc.kube.objectreconciler import reconcile_fetched, request_of
-from gharc.kube.objects import spec_of, status_of
 from gharc.kube.predicate import ResourceVersionChangedPredicate
 from gharc.kube.reconcile import Request, Result
 from gharc.kube.resources import PODS, SECRETS
@@ -51,9 +51,9 @@ JSON = dict[str, Any]
 def is_registerable(runner: Mapping[str, Any], now: Any) -> bool:
     """ARC ``IsRegisterable``: a token for this repository that has not expired (the token
     itself is in the registration Secret, whose presence the reconciler checks)."""
-    spec = spec_of(runner)
-    reg = status_of(runner).get("registration") or {}
-    expires = p.parse_time(reg.get("expiresAt"))
+    spec = objects.spec_of(runner)
+    reg = objects.status_of(runner).get("registration") or {}
+    expires = objects.parse_time(reg.get("expiresAt"))
     return (
         (reg.get("repository") or "") == (spec.get("repository") or "")
         and expires is not None
@@ -69,8 +69,8 @@ def credentials_secret(spec: Mapping[str, Any]) -> str:
 
 def pod_status_patch(runner: Mapping[str, Any], pod: Mapping[str, Any]) -> JSON | None:
     """The Runner status fields mirrored from its pod, or None when nothing changed."""
-    status = status_of(runner)
-    pst = status_of(pod)
+    status = objects.status_of(runner)
+    pst = objects.status_of(pod)
     want = {
         "phase": pst.get("phase") or "Created",
         "ready": p.is_ready(pod),
@@ -105,16 +105,16 @@ class RunnerReconciler:
     async def reconcile_runner(self, runner: JSON) -> Result | None:
         request = request_of(runner)
         pod = await self.pods.get(request.namespace, request.name)
-        if p.is_deleting(runner):
+        if objects.is_deleting(runner):
             # Let the Runner go at once, as ARC does: its pod and registration Secret are
             # owned by it, so the garbage collector deletes them, and the pod's finalizer
             # (runnerpod.py) does the graceful stop whoever deletes the pod.
             try:
                 await remove_finalizer(self.kube, RUNNERS, runner, c.FINALIZER_RUNNER)
-            except errors.NotFound:
+            except kerrors.NotFound:
                 pass  # a reconcile from a stale cache: an earlier one removed it already
             return None
-        if not has_finalizer(runner, c.FINALIZER_RUNNER):
+        if not objects.has_finalizer(runner, c.FINALIZER_RUNNER):
             await add_finalizer(self.kube, RUNNERS, runner, c.FINALIZER_RUNNER)
             return None
         if pod is None:
@@ -135,7 +135,7 @@ class RunnerReconciler:
             return None
         try:
             await self.kube.create(PODS, pod)
-        except errors.AlreadyExists:
+        except kerrors.AlreadyExists:
             return None  # informer lag
         self._event(runner, NORMAL, "PodCreated", f"Created pod '{pod['metadata']['name']}'")
         return None
@@ -146,7 +146,7 @@ class RunnerReconciler:
             await self.kube.get(
                 SECRETS, registration_secret_name(meta["name"]), namespace=meta["namespace"]
             )
-        except errors.NotFound:
+        except kerrors.NotFound:
             return False
         return True
 
@@ -155,7 +155,7 @@ class RunnerReconciler:
         secret = registration_secret(runner, token)
         try:
             await self.kube.create(SECRETS, secret)
-        except errors.AlreadyExists:
+        except kerrors.AlreadyExists:
             meta = secret["metadata"]
             await self.kube.merge_patch(
                 SECRETS,
@@ -165,14 +165,14 @@ class RunnerReconciler:
             )
 
     async def _update_registration_token(self, runner: JSON) -> Result | None:
-        spec = spec_of(runner)
+        spec = objects.spec_of(runner)
         meta = runner["metadata"]
         try:
             client = await self.github.client(
                 meta["namespace"], RunnerScope.from_spec(spec), credentials_secret(spec)
             )
             token = await client.create_registration_token()
-        except (GitHubError, ScopeError) as err:
+        except (gherrors.GitHubError, ScopeError) as err:
             self._event(
                 runner,
                 WARNING,
@@ -189,7 +189,7 @@ class RunnerReconciler:
             "repository": spec.get("repository") or "",
             "labels": list(spec.get("labels") or []),
             "token": None,  # never here (see the module docstring); drops an ARC-era value
-            "expiresAt": p.format_time(token.expires_at),
+            "expiresAt": objects.format_time(token.expires_at),
         }
         await self.kube.patch_status(RUNNERS, runner, {"status": {"registration": registration}})
         self._event(

@@ -15,12 +15,12 @@ from typing import Any
 from gharc.api.legacy import constants as c
 from gharc.api.legacy.views import ReplicatedView
 from gharc.api.resources import RUNNER_DEPLOYMENTS, RUNNER_REPLICA_SETS
-from gharc.controllers.legacy import pods as p
 from gharc.controllers.legacy.deps import LegacyDeps
 from gharc.controllers.legacy.metrics import LegacyMetrics
 from gharc.controllers.legacy.options import LegacyOptions
 from gharc.controllers.legacy.resources import owner_ref, template_hash
-from gharc.kube import errors
+from gharc.kube import errors as kerrors
+from gharc.kube import objects
 from gharc.kube.builder import Builder
 from gharc.kube.client import KubeClient
 from gharc.kube.controller import Controller
@@ -28,8 +28,6 @@ from gharc.kube.events import NORMAL, EventRecorder
 from gharc.kube.expectations import Expectations
 from gharc.kube.manager import ManagerLike
 from gharc.kube.objectreconciler import reconcile_fetched, request_of
-from gharc.kube.objects import meta as meta_of
-from gharc.kube.objects import spec_of, status_of
 from gharc.kube.predicate import ResourceVersionChangedPredicate
 from gharc.kube.reconcile import Request, Result
 
@@ -38,7 +36,7 @@ JSON = dict[str, Any]
 
 def controller_name(obj: JSON, kind: str) -> str | None:
     """Name of the ``actions.summerwind.dev/v1alpha1`` controller owner of ``kind``."""
-    for ref in meta_of(obj).get("ownerReferences") or ():
+    for ref in objects.meta(obj).get("ownerReferences") or ():
         if (
             ref.get("controller")
             and ref.get("kind") == kind
@@ -51,7 +49,7 @@ def controller_name(obj: JSON, kind: str) -> str | None:
 def desired_replica_set(rd: JSON, common_labels: Sequence[str]) -> JSON:
     """ARC ``newRunnerReplicaSet``: template + common labels, hashed and labelled."""
     name = rd["metadata"]["name"]
-    spec = spec_of(rd)
+    spec = objects.spec_of(rd)
     template = copy.deepcopy(spec.get("template") or {})
     tspec = template.setdefault("spec", {})
     if common_labels:
@@ -109,7 +107,7 @@ class RunnerDeploymentReconciler:
 
     async def reconcile_deployment(self, rd: JSON) -> Result | None:
         request = request_of(rd)
-        if p.is_deleting(rd):
+        if objects.is_deleting(rd):
             self.expectations.forget(rd["metadata"]["uid"])
             return None
         if self.metrics is not None:
@@ -134,12 +132,12 @@ class RunnerDeploymentReconciler:
             return Result(requeue_after=max(wait, 0.05))  # the set's add event comes first
         desired = desired_replica_set(rd, self.options.common_runner_labels)
         dhash = desired["metadata"]["labels"][c.LABEL_RUNNER_TEMPLATE_HASH]
-        if not owned or p.labels_of(owned[0]).get(c.LABEL_RUNNER_TEMPLATE_HASH) != dhash:
+        if not owned or objects.labels_of(owned[0]).get(c.LABEL_RUNNER_TEMPLATE_HASH) != dhash:
             made = await self.kube.create(RUNNER_REPLICA_SETS, desired)
             self.expectations.expect_create(uid, made["metadata"]["name"], made["metadata"]["uid"])
             return self._requeue() if owned else None
         newest, old = owned[0], owned[1:]
-        nspec = spec_of(newest)
+        nspec = objects.spec_of(newest)
         if nspec.get("selector") != desired["spec"]["selector"]:
             await self.kube.merge_patch(RUNNER_REPLICA_SETS, newest, {"spec": desired["spec"]})
             return self._requeue()
@@ -184,11 +182,11 @@ class RunnerDeploymentReconciler:
             "desiredReplicas": desired,
             "replicas": total("replicas"),
         }
-        status = status_of(rd)
+        status = objects.status_of(rd)
         if any(status.get(k) != v for k, v in want.items()):
             try:
                 await self.kube.patch_status(RUNNER_DEPLOYMENTS, rd, {"status": want})
-            except errors.ApiError:
+            except kerrors.ApiError:
                 return Result(requeue=True)
         return None
 

@@ -23,9 +23,10 @@ from gharc.controllers.legacy.deps import LegacyDeps
 from gharc.controllers.legacy.githubclients import LegacyGitHub, RunnerScope, ScopeError
 from gharc.controllers.legacy.gracefulstop import GracefulStop, annotate_once, find_runner_id
 from gharc.controllers.legacy.options import LegacyOptions
-from gharc.github.errors import GitHubError
+from gharc.github import errors as gherrors
 from gharc.github.rest import RestClient
-from gharc.kube import errors
+from gharc.kube import errors as kerrors
+from gharc.kube import objects
 from gharc.kube.builder import Builder
 from gharc.kube.client import KubeClient
 from gharc.kube.controller import Controller
@@ -33,7 +34,6 @@ from gharc.kube.events import NORMAL, EventRecorder
 from gharc.kube.finalizers import remove_finalizer
 from gharc.kube.manager import ManagerLike
 from gharc.kube.objectreconciler import reconcile_fetched, request_of
-from gharc.kube.objects import deleting_since, finalizers_with, has_finalizer
 from gharc.kube.predicate import ResourceVersionChangedPredicate
 from gharc.kube.reconcile import Request, Result, TerminalError
 from gharc.kube.resources import PODS
@@ -57,7 +57,7 @@ class RunnerPodReconciler:
         self.stop = GracefulStop(kube, options, pods.exited_before_deletion)
 
     async def _client(self, pod: JSON, env: dict[str, str]) -> RestClient:
-        secret = p.annotations_of(pod).get(c.ANNOTATION_GITHUB_API_CREDS_SECRET, "")
+        secret = objects.annotations_of(pod).get(c.ANNOTATION_GITHUB_API_CREDS_SECRET, "")
         try:
             return await self.github.client(
                 pod["metadata"]["namespace"], RunnerScope.from_env(env), secret
@@ -70,7 +70,7 @@ class RunnerPodReconciler:
 
     async def reconcile_pod(self, pod: JSON) -> Result | None:
         request = request_of(pod)
-        lbls = p.labels_of(pod)
+        lbls = objects.labels_of(pod)
         if not any(
             k in lbls
             for k in (c.LABEL_RUNNER, c.LABEL_RUNNER_SET_NAME, c.LABEL_RUNNER_DEPLOYMENT_NAME)
@@ -80,21 +80,21 @@ class RunnerPodReconciler:
         if env is None:
             raise TerminalError("could not determine env vars for runner Pod")
         kube_mode = c.ENV_CONTAINER_HOOKS in env
-        if p.is_deleting(pod):
+        if objects.is_deleting(pod):
             return await self._deleting(pod, env, kube_mode)
         wanted = [c.FINALIZER_RUNNER_POD] + ([c.FINALIZER_LINKED_RESOURCES] if kube_mode else [])
-        if not all(has_finalizer(pod, f) for f in wanted):
-            finalizers = finalizers_with(pod, *wanted)
+        if not all(objects.has_finalizer(pod, f) for f in wanted):
+            finalizers = objects.finalizers_with(pod, *wanted)
             await self.kube.merge_patch(
                 PODS, pod, {"metadata": {"finalizers": finalizers}}, optimistic_lock=True
             )
             return None
         client = await self._client(pod, env)
-        requested = c.ANNOTATION_UNREGISTRATION_REQUEST_TIMESTAMP in p.annotations_of(pod)
-        if not p.is_stopped(pod) and c.ANNOTATION_RUNNER_ID not in p.annotations_of(pod):
+        requested = c.ANNOTATION_UNREGISTRATION_REQUEST_TIMESTAMP in objects.annotations_of(pod)
+        if not p.is_stopped(pod) and c.ANNOTATION_RUNNER_ID not in objects.annotations_of(pod):
             try:
                 runner_id = await find_runner_id(client, request.name)
-            except GitHubError as err:
+            except gherrors.GitHubError as err:
                 log.info("pod %s: list runners failed: %s", request, err)
                 runner_id = None
             if runner_id is not None:
@@ -111,19 +111,19 @@ class RunnerPodReconciler:
         ns, name = pod["metadata"]["namespace"], pod["metadata"]["name"]
         try:
             runner = await self.cache.get(RUNNERS, name, namespace=ns)
-            if not p.is_deleting(runner):
+            if not objects.is_deleting(runner):
                 # Deleted directly: stop the Runner from recreating the pod.
                 await self.kube.delete(RUNNERS, runner, missing_ok=True)
-        except errors.NotFound:
+        except kerrors.NotFound:
             pass
-        if has_finalizer(pod, c.FINALIZER_LINKED_RESOURCES):
+        if objects.has_finalizer(pod, c.FINALIZER_LINKED_RESOURCES):
             try:
                 await self._cleanup_linked(ns, name)
-            except errors.ApiError as err:
+            except kerrors.ApiError as err:
                 log.info("pod %s/%s: linked resources cleanup failed: %s", ns, name, err)
                 return Result(requeue_after=c.LINKED_RESOURCES_RETRY_DELAY.total_seconds())
             pod = dict(await remove_finalizer(self.kube, PODS, pod, c.FINALIZER_LINKED_RESOURCES))
-        if has_finalizer(pod, c.FINALIZER_RUNNER_POD):
+        if objects.has_finalizer(pod, c.FINALIZER_RUNNER_POD):
             client = await self._client(pod, env)
             outcome = await self.stop.tick(pod, client)
             if outcome.retry is not None:
@@ -133,10 +133,10 @@ class RunnerPodReconciler:
                 return retry
             try:
                 await remove_finalizer(self.kube, PODS, outcome.pod, c.FINALIZER_RUNNER_POD)
-            except errors.NotFound:
+            except kerrors.NotFound:
                 pass  # a reconcile from a stale cache: an earlier one removed it, the pod is gone
             return None
-        since = deleting_since(pod)
+        since = objects.deleting_since(pod)
         now = self.options.clock()
         if since is not None and now - since > self.options.force_delete_after:
             await self.kube.delete(PODS, pod, grace_period_seconds=0, missing_ok=True)

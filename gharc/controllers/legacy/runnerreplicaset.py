@@ -20,14 +20,13 @@ from gharc.controllers.legacy.podowner import (
 )
 from gharc.controllers.legacy.resources import owner_ref, template_hash
 from gharc.controllers.legacy.runnerdeployment import controller_name
+from gharc.kube import objects
 from gharc.kube.builder import Builder
 from gharc.kube.client import KubeClient
 from gharc.kube.controller import Controller
 from gharc.kube.labels import Selector
 from gharc.kube.manager import ManagerLike
 from gharc.kube.objectreconciler import reconcile_fetched, request_of
-from gharc.kube.objects import meta as meta_of
-from gharc.kube.objects import spec_of, status_of
 from gharc.kube.predicate import ResourceVersionChangedPredicate
 from gharc.kube.reconcile import Request, Result
 from gharc.kube.resources import PODS
@@ -48,7 +47,7 @@ class RunnerOwners:
         return [pod] if pod is not None else []
 
     def synced(self, owner: JSON) -> bool:
-        return bool(status_of(owner).get("phase"))
+        return bool(objects.status_of(owner).get("phase"))
 
     async def delete(self, owner: JSON) -> None:
         await self.kube.delete(RUNNERS, owner, missing_ok=True)
@@ -71,10 +70,10 @@ class RunnerReplicaSetReconciler:
 
     async def reconcile_replica_set(self, rs: JSON) -> Result | None:
         request = request_of(rs)
-        if p.is_deleting(rs):
+        if objects.is_deleting(rs):
             return None
-        spec = spec_of(rs)
-        labels = p.labels_of(rs)
+        spec = objects.spec_of(rs)
+        labels = objects.labels_of(rs)
         thash = labels.get(c.LABEL_RUNNER_TEMPLATE_HASH)
         if not thash:
             bare = {k: v for k, v in spec.items() if k not in ("replicas", "effectiveTime")}
@@ -101,11 +100,11 @@ class RunnerReplicaSetReconciler:
                     "labels": dict(tlabels),
                     "annotations": {
                         **(tmeta.get("annotations") or {}),
-                        c.ANNOTATION_SYNC_TIME: p.format_time(self.options.clock()),
+                        c.ANNOTATION_SYNC_TIME: objects.format_time(self.options.clock()),
                     },
                     "ownerReferences": [owner_ref(rs)],
                 },
-                "spec": copy.deepcopy(spec_of(template)),
+                "spec": copy.deepcopy(objects.spec_of(template)),
             }
             made = await self.kube.create(RUNNERS, runner)
             self.expectations.created(
@@ -115,8 +114,8 @@ class RunnerReplicaSetReconciler:
 
         params = SyncParams(
             desired=ReplicatedView(rs).replicas,
-            ephemeral=RunnerConfigView(spec_of(template)).ephemeral,
-            effective_time=p.parse_time(spec.get("effectiveTime")),
+            ephemeral=RunnerConfigView(objects.spec_of(template)).ephemeral,
+            effective_time=objects.parse_time(spec.get("effectiveTime")),
             template_hash=thash,
             registration_timeout=self.options.registration_timeout,
             recreation_delay=self.options.recreation_delay,
@@ -133,7 +132,7 @@ class RunnerReplicaSetReconciler:
         total = sum(s.total for s in current)
         running = sum(s.running for s in current)
         want = {"replicas": total, "readyReplicas": running, "availableReplicas": running}
-        status = status_of(rs)
+        status = objects.status_of(rs)
         if any(status.get(k) != v for k, v in want.items()):
             await self.kube.patch_status(RUNNER_REPLICA_SETS, rs, {"status": want})
         # Level-triggered by Runner and pod events, plus the timers no event announces.
@@ -149,7 +148,7 @@ def setup(manager: ManagerLike, deps: LegacyDeps) -> Controller:
     runners = manager.cache.informer(RUNNERS)
 
     def pod_to_replica_set(pod: JSON) -> Iterable[Request]:
-        meta = meta_of(pod)
+        meta = objects.meta(pod)
         runner = runners.store.get(meta.get("namespace"), str(meta.get("name") or ""))
         owner = controller_name(runner, c.KIND_RUNNER_REPLICA_SET) if runner else None
         return [Request(str(meta.get("namespace")), owner)] if owner else []

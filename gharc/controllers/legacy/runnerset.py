@@ -41,15 +41,14 @@ from gharc.controllers.legacy.resources import (
 )
 from gharc.controllers.legacy.runnerdeployment import controller_name
 from gharc.controllers.legacy.runnersettoken import RunnerSetTokens, reference_token_secret
-from gharc.github.errors import GitHubError
+from gharc.github import errors as gherrors
+from gharc.kube import objects
 from gharc.kube.builder import Builder
 from gharc.kube.client import KubeClient
 from gharc.kube.controller import Controller
 from gharc.kube.events import WARNING, EventRecorder
 from gharc.kube.manager import ManagerLike
 from gharc.kube.objectreconciler import reconcile_fetched, request_of
-from gharc.kube.objects import meta as meta_of
-from gharc.kube.objects import spec_of, status_of
 from gharc.kube.predicate import ResourceVersionChangedPredicate
 from gharc.kube.reconcile import Request, Result
 from gharc.kube.resources import PODS, Resource
@@ -79,7 +78,7 @@ def desired_stateful_set(rs: JSON, options: LegacyOptions, now: str) -> JSON:
     """ARC ``newStatefulSet``: the RunnerSet's pod template turned into a runner pod, in a
     one-replica StatefulSet labelled with the hash of that pod spec."""
     name, ns = rs["metadata"]["name"], rs["metadata"]["namespace"]
-    spec = spec_of(rs)
+    spec = objects.spec_of(rs)
     config = {k: copy.deepcopy(spec[k]) for k in _RUNNER_CONFIG_KEYS if k in spec}
     if options.common_runner_labels:
         config["labels"] = list(config.get("labels") or []) + list(options.common_runner_labels)
@@ -111,7 +110,7 @@ def desired_stateful_set(rs: JSON, options: LegacyOptions, now: str) -> JSON:
         "metadata": {
             "generateName": f"{name}-",
             "namespace": ns,
-            "labels": {**p.labels_of(rs), c.LABEL_RUNNER_TEMPLATE_HASH: thash},
+            "labels": {**objects.labels_of(rs), c.LABEL_RUNNER_TEMPLATE_HASH: thash},
             "annotations": {c.ANNOTATION_SYNC_TIME: now},
             "ownerReferences": [owner_ref(rs)],
         },
@@ -178,10 +177,10 @@ class RunnerSetReconciler:
 
     async def reconcile_runner_set(self, rs: JSON) -> Result | None:
         request = request_of(rs)
-        if p.is_deleting(rs):
+        if objects.is_deleting(rs):
             self.tokens.forget(rs["metadata"]["uid"])
             return None
-        spec = spec_of(rs)
+        spec = objects.spec_of(rs)
         if self.metrics is not None:
             self.metrics.runnerset_spec_replicas.labels(request.name, request.namespace).set(
                 ReplicatedView(rs).replicas
@@ -196,14 +195,14 @@ class RunnerSetReconciler:
             return None
         now = self.options.clock()
         try:
-            desired = desired_stateful_set(rs, self.options, p.format_time(now))
+            desired = desired_stateful_set(rs, self.options, objects.format_time(now))
         except PodBuildError as err:
             if self.recorder is not None:
                 self.recorder.record(rs, WARNING, "InvalidSpec", str(err))
             return None
         try:
             token_refresh_in = await self.tokens.ensure(rs, now)
-        except (GitHubError, ScopeError) as err:
+        except (gherrors.GitHubError, ScopeError) as err:
             if self.recorder is not None:
                 self.recorder.record(
                     rs, WARNING, "FailedUpdateRegistrationToken", f"registration token: {err}"
@@ -211,7 +210,9 @@ class RunnerSetReconciler:
             return Result(requeue_after=self.options.token_error_retry_delay.total_seconds())
 
         async def create() -> None:
-            fresh = desired_stateful_set(rs, self.options, p.format_time(self.options.clock()))
+            fresh = desired_stateful_set(
+                rs, self.options, objects.format_time(self.options.clock())
+            )
             made = await self.kube.create(STATEFUL_SETS, fresh)
             self.expectations.created(
                 rs["metadata"]["uid"], made["metadata"]["name"], self.options.clock()
@@ -221,7 +222,7 @@ class RunnerSetReconciler:
         params = SyncParams(
             desired=ReplicatedView(rs).replicas,
             ephemeral=RunnerConfigView(spec).ephemeral,
-            effective_time=p.parse_time(spec.get("effectiveTime")),
+            effective_time=objects.parse_time(spec.get("effectiveTime")),
             template_hash=desired["metadata"]["labels"][c.LABEL_RUNNER_TEMPLATE_HASH],
             registration_timeout=self.options.registration_timeout,
             recreation_delay=self.options.recreation_delay,
@@ -246,7 +247,7 @@ class RunnerSetReconciler:
             "desiredReplicas": params.desired,
             "replicas": total("replicas"),
         }
-        status = status_of(rs)
+        status = objects.status_of(rs)
         if any(status.get(k) != v for k, v in want.items()):
             await self.kube.patch_status(RUNNER_SETS, rs, {"status": want})
         return _soonest(synced.requeue(), token_refresh_in)
@@ -254,7 +255,7 @@ class RunnerSetReconciler:
 
 def pod_to_runner_set(pod: JSON) -> Iterable[Request]:
     """A runner pod wakes the RunnerSet its ``runnerset-name`` label names."""
-    meta = meta_of(pod)
+    meta = objects.meta(pod)
     name = (meta.get("labels") or {}).get(c.LABEL_RUNNER_SET_NAME)
     return [Request(str(meta.get("namespace")), str(name))] if name else []
 

@@ -17,13 +17,12 @@ from collections.abc import Mapping
 from typing import Any
 
 from gharc.api.legacy import constants as c
-from gharc.controllers.legacy import pods as p
 from gharc.controllers.legacy.githubclients import LegacyGitHub, RunnerScope
 from gharc.controllers.legacy.resources import owner_ref
 from gharc.controllers.legacy.runner import credentials_secret
-from gharc.kube import errors
+from gharc.kube import errors as kerrors
+from gharc.kube import objects
 from gharc.kube.client import KubeClient
-from gharc.kube.objects import spec_of
 from gharc.kube.resources import SECRETS
 
 JSON = dict[str, Any]
@@ -46,7 +45,7 @@ def reference_token_secret(pod: JSON, runner_set_name: str) -> bool:
     """Point the runner container's ``RUNNER_NAME`` and ``RUNNER_TOKEN`` at the pod's name and
     the RunnerSet's token Secret, unless the user set them. Only a runner container that names
     its scope (RUNNER_ENTERPRISE/REPO/ORG, as ARC's webhook requires) is touched."""
-    containers = list(spec_of(pod).get("containers") or [])
+    containers = list(objects.spec_of(pod).get("containers") or [])
     ctr = next((x for x in containers if x.get("name") == c.CONTAINER_RUNNER), None)
     if ctr is None:
         return False
@@ -100,19 +99,19 @@ class RunnerSetTokens:
             secret = await self.kube.get(
                 SECRETS, token_secret_name(meta["name"]), namespace=meta["namespace"]
             )
-        except errors.NotFound:
+        except kerrors.NotFound:
             return None
         if not (secret.get("data") or {}).get(TOKEN_KEY):
             return None
-        return p.parse_time(p.annotations_of(secret).get(ANNOTATION_EXPIRES_AT))
+        return objects.parse_time(objects.annotations_of(secret).get(ANNOTATION_EXPIRES_AT))
 
     async def _refresh(self, rs: Mapping[str, Any]) -> dt.datetime:
-        meta, spec = rs["metadata"], spec_of(rs)
+        meta, spec = rs["metadata"], objects.spec_of(rs)
         client = await self.github.client(
             meta["namespace"], RunnerScope.from_spec(spec), credentials_secret(spec)
         )
         token = await client.create_registration_token()
-        expires_at = p.format_time(token.expires_at)
+        expires_at = objects.format_time(token.expires_at)
         name = token_secret_name(meta["name"])
         body: JSON = {
             "apiVersion": "v1",
@@ -129,7 +128,7 @@ class RunnerSetTokens:
         }
         try:
             await self.kube.create(SECRETS, body)
-        except errors.AlreadyExists:
+        except kerrors.AlreadyExists:
             patch = {"metadata": {"annotations": {ANNOTATION_EXPIRES_AT: expires_at}}}
             patch["data"] = body["data"]
             await self.kube.merge_patch(SECRETS, name, patch, namespace=meta["namespace"])

@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import datetime as dt
 
-from gharc.api.legacy.duration import parse_go_duration as parse_go_duration  # re-export
-
 
 def from_timestamp(ts: float) -> dt.datetime:
     return dt.datetime.fromtimestamp(ts, dt.UTC)

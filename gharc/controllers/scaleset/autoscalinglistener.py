@@ -33,27 +33,21 @@ from gharc.controllers.scaleset import inprocesslisteners as ih
 from gharc.controllers.scaleset import listenerresources as lr
 from gharc.controllers.scaleset.credentials import ClientResolver, ConfigurationError, GitHubTarget
 from gharc.controllers.scaleset.deps import ScaleSetDeps
-from gharc.controllers.scaleset.events import NORMAL, WARNING, EventRecorder, emit
+from gharc.controllers.scaleset.events import EventRecorder, emit
 from gharc.controllers.scaleset.metrics import ControllerMetrics
 from gharc.controllers.scaleset.options import ScaleSetOptions
 from gharc.controllers.scaleset.reconcileutil import remove_finalizer
 from gharc.github.pool import ClientPool
+from gharc.kube import errors as kerrors
+from gharc.kube import objects
 from gharc.kube.builder import Builder
 from gharc.kube.client import KubeClient, Reader
 from gharc.kube.controller import Controller
-from gharc.kube.errors import AlreadyExists, Conflict, NotFound
+from gharc.kube.events import NORMAL, WARNING
 from gharc.kube.finalizers import add_finalizer
 from gharc.kube.informer import EventHandlerFuncs
 from gharc.kube.manager import ManagerLike
 from gharc.kube.objectreconciler import reconcile_fetched
-from gharc.kube.objects import (
-    format_time,
-    has_finalizer,
-    is_deleting,
-    parse_time,
-    status_of,
-)
-from gharc.kube.objects import meta as meta_of
 from gharc.kube.predicate import ResourceVersionChangedPredicate
 from gharc.kube.reconcile import Request, Result
 from gharc.kube.resources import PODS, ROLE_BINDINGS, ROLES, SECRETS, SERVICE_ACCOUNTS
@@ -81,7 +75,7 @@ CLEANUP_POLL = 1.0
 
 def listener_container_status(pod: Mapping[str, Any]) -> Mapping[str, Any] | None:
     """The ``listener`` container's status, or None before the kubelet reports one."""
-    for status in status_of(pod).get("containerStatuses") or ():
+    for status in objects.status_of(pod).get("containerStatuses") or ():
         if status.get("name") == c.LISTENER_CONTAINER_NAME:
             return dict(status)
     return None
@@ -126,9 +120,9 @@ class AutoscalingListenerReconciler:
         )
 
     async def reconcile_listener(self, listener: JSON) -> Result | None:
-        if is_deleting(listener):
+        if objects.is_deleting(listener):
             return await self._finalize(listener)
-        if not has_finalizer(listener, c.FINALIZER_AUTOSCALING_LISTENER):
+        if not objects.has_finalizer(listener, c.FINALIZER_AUTOSCALING_LISTENER):
             listener = dict(
                 await add_finalizer(
                     self.kube, AUTOSCALING_LISTENERS, listener, c.FINALIZER_AUTOSCALING_LISTENER
@@ -138,7 +132,7 @@ class AutoscalingListenerReconciler:
         ars_ns, ars_name = view.ars_namespace, view.ars_name
         try:
             await self.cache.get(AUTOSCALING_RUNNER_SETS, ars_name, namespace=ars_ns)
-        except NotFound:
+        except kerrors.NotFound:
             log.info("AutoscalingRunnerSet %s/%s is gone; deleting its listener", ars_ns, ars_name)
             await self.kube.delete(AUTOSCALING_LISTENERS, listener, missing_ok=True)
             return None
@@ -166,7 +160,7 @@ class AutoscalingListenerReconciler:
     # -- deletion ----------------------------------------------------------------------
     async def _finalize(self, listener: JSON) -> Result | None:
         """Delete pod, secrets, RoleBinding, Role, ServiceAccount; then drop the finalizer."""
-        if not has_finalizer(listener, c.FINALIZER_AUTOSCALING_LISTENER):
+        if not objects.has_finalizer(listener, c.FINALIZER_AUTOSCALING_LISTENER):
             return None
         meta = listener["metadata"]
         name, ns = meta["name"], meta["namespace"]
@@ -255,7 +249,7 @@ class AutoscalingListenerReconciler:
             try:
                 await self.cache.get(resource, name, namespace=meta["namespace"])
                 return True
-            except NotFound:
+            except kerrors.NotFound:
                 continue
         return False
 
@@ -285,9 +279,9 @@ class AutoscalingListenerReconciler:
             "sessionId": state.session_id or None,
         }
         if state.last_failure_time is not None:
-            patch["lastFailureTime"] = format_time(state.last_failure_time)
+            patch["lastFailureTime"] = objects.format_time(state.last_failure_time)
         if state.last_message_time is not None:
-            patch["lastMessageTime"] = format_time(state.last_message_time)
+            patch["lastMessageTime"] = objects.format_time(state.last_message_time)
         if (
             state.failures > AutoscalingListenerView(listener).failures
             and state.phase == PHASE_BACKOFF
@@ -307,7 +301,7 @@ class AutoscalingListenerReconciler:
         live = await self._live_or_create(ROLES, desired, self.kube)
         if live is None:
             return
-        if not lr.semantically_equal(live.get("rules"), desired["rules"]):
+        if not objects.semantically_equal(live.get("rules"), desired["rules"]):
             await self.kube.merge_patch(
                 ROLES, live, {"rules": desired["rules"]}, optimistic_lock=True
             )
@@ -332,7 +326,7 @@ class AutoscalingListenerReconciler:
             if server and server.credential_secret_ref:
                 try:
                     data = await self.resolver.secret_data(ars_ns, server.credential_secret_ref)
-                except NotFound:
+                except kerrors.NotFound:
                     raise ConfigurationError(
                         "MissingProxyCredentials",
                         f"proxy credential secret {ars_ns}/{server.credential_secret_ref} "
@@ -372,7 +366,7 @@ class AutoscalingListenerReconciler:
     async def _sync_metadata(self, resource: Any, live: JSON, desired: JSON) -> None:
         """Add missing/changed labels and annotations (never removes foreign keys)."""
         patch: JSON = {}
-        lm, dm = meta_of(live), meta_of(desired)
+        lm, dm = objects.meta(live), objects.meta(desired)
         for key in ("labels", "annotations"):
             if not lr.contains_all(lm.get(key), dm.get(key)):
                 patch[key] = dict(dm.get(key) or {})
@@ -386,7 +380,7 @@ class AutoscalingListenerReconciler:
         meta = desired["metadata"]
         try:
             return await reader.get(resource, meta["name"], namespace=meta["namespace"])
-        except NotFound:
+        except kerrors.NotFound:
             await self._create(resource, desired)
             return None
 
@@ -396,7 +390,7 @@ class AutoscalingListenerReconciler:
             log.info(
                 "created %s %s/%s", resource, obj["metadata"]["namespace"], obj["metadata"]["name"]
             )
-        except AlreadyExists:
+        except kerrors.AlreadyExists:
             pass  # our cache had not seen it yet; the next reconcile compares it
 
     # -- the pod and B1 ----------------------------------------------------------------
@@ -405,18 +399,18 @@ class AutoscalingListenerReconciler:
         name = c.listener_pod_name(meta["name"])
         try:
             pod = await self.cache.get(PODS, name, namespace=meta["namespace"])
-        except NotFound:
+        except kerrors.NotFound:
             self._set_gauge(listener, 0)
             await self._create(PODS, lr.listener_pod(listener, self.options))
             await self._patch_status(listener, {"phase": PHASE_PENDING})
             return None
-        if is_deleting(pod):
+        if objects.is_deleting(pod):
             return None  # its delete event brings us back to create the next one
         if restart:
             log.info("listener %s: configuration changed; restarting its pod", meta["name"])
             await self._delete_pod(listener, pod)
             return None
-        if status_of(pod).get("reason") == "Evicted":
+        if objects.status_of(pod).get("reason") == "Evicted":
             await emit(
                 self.recorder,
                 listener,
@@ -428,7 +422,7 @@ class AutoscalingListenerReconciler:
             return None
         status = listener_container_status(pod)
         if status is None:
-            if status_of(pod).get("phase") == "Failed":
+            if objects.status_of(pod).get("phase") == "Failed":
                 return await self._on_failure(listener, pod, exit_code=None, finished_at=None)
             return None
         state = status.get("state") or {}
@@ -448,7 +442,10 @@ class AutoscalingListenerReconciler:
                 await self._delete_pod(listener, pod)
                 return None
             return await self._on_failure(
-                listener, pod, exit_code=exit_code, finished_at=parse_time(term.get("finishedAt"))
+                listener,
+                pod,
+                exit_code=exit_code,
+                finished_at=objects.parse_time(term.get("finishedAt")),
             )
         return None
 
@@ -456,7 +453,7 @@ class AutoscalingListenerReconciler:
         self, listener: JSON, pod: JSON, running: Mapping[str, Any]
     ) -> Result | None:
         self._set_gauge(listener, 1)
-        status = status_of(listener)
+        status = objects.status_of(listener)
         patch: JSON = {}
         if status.get("phase") != PHASE_RUNNING:
             patch["phase"] = PHASE_RUNNING
@@ -464,7 +461,7 @@ class AutoscalingListenerReconciler:
             patch["message"] = None
         requeue: Result | None = None
         if AutoscalingListenerView(listener).failures > 0:
-            started = parse_time(running.get("startedAt")) or self._now()
+            started = objects.parse_time(running.get("startedAt")) or self._now()
             stable_at = started + timedelta(seconds=self.stable_after)
             now = self._now()
             if now >= stable_at:
@@ -472,7 +469,7 @@ class AutoscalingListenerReconciler:
                 log.info(
                     "listener %s has been running since %s; failure count reset",
                     listener["metadata"]["name"],
-                    format_time(started),
+                    objects.format_time(started),
                 )
             else:
                 requeue = Result(requeue_after=(stable_at - now).total_seconds() + 0.1)
@@ -491,13 +488,13 @@ class AutoscalingListenerReconciler:
         """Count the failed pod once, then wait out its backoff before recreating it."""
         self._set_gauge(listener, 0)
         name = listener["metadata"]["name"]
-        status = status_of(listener)
+        status = objects.status_of(listener)
         pod_uid = str(pod["metadata"].get("uid") or "")
         failures = AutoscalingListenerView(listener).failures
         first_sight = status.get("lastFailedPodUID") != pod_uid
         # No finishedAt (a pod failed without container status): this failure's time is
         # when we first saw it, which is what lastFailureTime records from then on.
-        recorded = None if first_sight else parse_time(status.get("lastFailureTime"))
+        recorded = None if first_sight else objects.parse_time(status.get("lastFailureTime"))
         finished = finished_at or recorded or self._now()
         if first_sight:
             failures += 1
@@ -507,7 +504,7 @@ class AutoscalingListenerReconciler:
         if first_sight:
             message = (
                 f"listener container failed ({why}), failure {failures}; backing off "
-                f"{delay:g}s, restarting at {format_time(until)}"
+                f"{delay:g}s, restarting at {objects.format_time(until)}"
             )
             log.warning("listener %s: %s", name, message)
             await emit(self.recorder, listener, WARNING, "ListenerBackOff", message)
@@ -515,7 +512,7 @@ class AutoscalingListenerReconciler:
                 listener,
                 {
                     "failures": failures,
-                    "lastFailureTime": format_time(finished),
+                    "lastFailureTime": objects.format_time(finished),
                     "lastFailedPodUID": pod_uid,
                     "phase": PHASE_BACKOFF,
                     "message": message,
@@ -539,12 +536,12 @@ class AutoscalingListenerReconciler:
                 uid=meta.get("uid"),
                 missing_ok=True,
             )
-        except Conflict:
+        except kerrors.Conflict:
             pass  # already replaced by a newer pod
 
     # -- status and metrics ------------------------------------------------------------
     async def _report_config_error(self, listener: JSON, err: ConfigurationError) -> None:
-        status = status_of(listener)
+        status = objects.status_of(listener)
         log.warning("listener %s: %s", listener["metadata"]["name"], err.message)
         message = f"{err.reason}: {err.message}"
         if status.get("phase") != PHASE_FAILED or status.get("message") != message:
@@ -552,7 +549,7 @@ class AutoscalingListenerReconciler:
             await self._patch_status(listener, {"phase": PHASE_FAILED, "message": message})
 
     async def _patch_status(self, listener: JSON, patch: JSON) -> None:
-        current = status_of(listener)
+        current = objects.status_of(listener)
         if all(current.get(k) == v for k, v in patch.items()):
             return
         updated = await self.kube.patch_status(
@@ -560,7 +557,7 @@ class AutoscalingListenerReconciler:
         )
         # Later steps of this reconcile see what we wrote.
         listener["metadata"] = updated.get("metadata", listener["metadata"])
-        listener["status"] = status_of(updated)
+        listener["status"] = objects.status_of(updated)
 
     def _set_gauge(self, listener: Mapping[str, Any], value: int) -> None:
         view = AutoscalingListenerView(listener)
@@ -570,7 +567,7 @@ class AutoscalingListenerReconciler:
 
 def rbac_to_listener(obj: Mapping[str, Any]) -> Iterable[Request]:
     """A listener Role/RoleBinding event wakes its listener (both labels must be present)."""
-    labels = meta_of(obj).get("labels") or {}
+    labels = objects.meta(obj).get("labels") or {}
     ns, name = labels.get(c.LABEL_LISTENER_NAMESPACE), labels.get(c.LABEL_LISTENER_NAME)
     return [Request(str(ns), str(name))] if ns and name else []
 

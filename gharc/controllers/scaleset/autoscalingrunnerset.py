@@ -66,25 +66,25 @@ from gharc.controllers.scaleset.credentials import (
 )
 from gharc.controllers.scaleset.deps import ScaleSetDeps
 from gharc.controllers.scaleset.error_reporting import reconcile_or_wait_for_github
-from gharc.controllers.scaleset.events import NORMAL, WARNING, EventRecorder, emit
+from gharc.controllers.scaleset.events import EventRecorder, emit
 from gharc.controllers.scaleset.labels import filter_and_merge_labels, merge_annotations
-from gharc.controllers.scaleset.options import LISTENER_MODE_IN_PROCESS, ScaleSetOptions
+from gharc.controllers.scaleset.options import ScaleSetOptions
 from gharc.controllers.scaleset.reconcileutil import remove_finalizer
 from gharc.controllers.scaleset.secretprotection import SecretProtection
-from gharc.github import errors as gh_errors
+from gharc.github import errors as gherrors
 from gharc.github.actions import ActionsClient
 from gharc.github.config import InvalidConfigUrl, parse_config_url
 from gharc.github.models import Label, RunnerScaleSet, RunnerSetting
+from gharc.kube import errors as kerrors
+from gharc.kube import objects
 from gharc.kube.builder import Builder
 from gharc.kube.client import KubeClient, Reader
 from gharc.kube.controller import Controller
-from gharc.kube.errors import AlreadyExists, Conflict, Forbidden, NotFound
+from gharc.kube.events import NORMAL, WARNING
 from gharc.kube.finalizers import add_finalizer
 from gharc.kube.handler import owner_reference
 from gharc.kube.manager import ManagerLike
 from gharc.kube.objectreconciler import reconcile_fetched, request_of
-from gharc.kube.objects import has_finalizer, is_deleting, spec_of, status_of
-from gharc.kube.objects import meta as meta_of
 from gharc.kube.predicate import InNamespace, Predicate, ResourceVersionChangedPredicate
 from gharc.kube.reconcile import Request, Result
 from gharc.kube.resources import ROLE_BINDINGS, ROLES, SECRETS, SERVICE_ACCOUNTS, Resource
@@ -158,10 +158,10 @@ def is_version_allowed(resource_version: str, build_version: str) -> bool:
 
 def _settled(ars: Mapping[str, Any]) -> bool:
     """Not deleting, set up, and its current generation applied (see ``_read``)."""
-    status = status_of(ars)
+    status = objects.status_of(ars)
     return (
-        not is_deleting(ars)
-        and has_finalizer(ars, c.FINALIZER_AUTOSCALING_RUNNER_SET)
+        not objects.is_deleting(ars)
+        and objects.has_finalizer(ars, c.FINALIZER_AUTOSCALING_RUNNER_SET)
         and AutoscalingRunnerSetView(ars).scale_set_id is not None
         and status.get("observedGeneration") == ars["metadata"].get("generation")
         and status.get("phase") == c.PHASE_RUNNING
@@ -173,7 +173,7 @@ def scale_set_labels(ars: Mapping[str, Any]) -> list[Label]:
     seen: list[str] = []
     for label in [
         AutoscalingRunnerSetView(ars).scale_set_name,
-        *(spec_of(ars).get("runnerScaleSetLabels") or []),
+        *(objects.spec_of(ars).get("runnerScaleSetLabels") or []),
     ]:
         if label and label not in seen:
             seen.append(label)
@@ -185,7 +185,7 @@ def scale_set_labels(ars: Mapping[str, Any]) -> list[Label]:
 
 def desired_runner_spec(ars: Mapping[str, Any]) -> JSON:
     """``ERS.spec.ephemeralRunnerSpec`` for the ARS (the owned keys only, unset ones left out)."""
-    spec = spec_of(ars)
+    spec = objects.spec_of(ars)
     template = spec.get("template") or {}
     values: JSON = {
         "githubConfigUrl": spec.get("githubConfigUrl"),
@@ -202,7 +202,7 @@ def desired_runner_spec(ars: Mapping[str, Any]) -> JSON:
 
 
 def runner_set_labels(ars: Mapping[str, Any], options: ScaleSetOptions) -> dict[str, str]:
-    meta, spec = ars["metadata"], spec_of(ars)
+    meta, spec = ars["metadata"], objects.spec_of(ars)
     ars_labels = dict(meta.get("labels") or {})
     computed: dict[str, str] = {
         c.LABEL_PART_OF: c.LABEL_VALUE_PART_OF,
@@ -225,13 +225,13 @@ def runner_set_annotations(ars: Mapping[str, Any]) -> dict[str, str]:
         for k in (c.ANNOTATION_RUNNER_GROUP_NAME, c.ANNOTATION_RUNNER_SCALE_SET_NAME)
         if k in annotations
     }
-    user = (spec_of(ars).get("ephemeralRunnerSetMetadata") or {}).get("annotations")
+    user = (objects.spec_of(ars).get("ephemeralRunnerSetMetadata") or {}).get("annotations")
     return merge_annotations(user, computed) or {}
 
 
 def desired_ephemeral_runner_set(ars: Mapping[str, Any], options: ScaleSetOptions) -> JSON:
     """ARC ``newEphemeralRunnerSet``: replicas and patchID start at 0 and are the listener's."""
-    meta, spec = ars["metadata"], spec_of(ars)
+    meta, spec = ars["metadata"], objects.spec_of(ars)
     ers_spec: JSON = {
         "replicas": 0,
         "patchID": 0,
@@ -259,23 +259,23 @@ def runner_set_patch(live: Mapping[str, Any], desired: Mapping[str, Any]) -> JSO
 
     A runner spec change also bumps ``spec.actionableRevision`` by one, from the live value.
     """
-    live_spec, want_spec = spec_of(live), desired["spec"]
+    live_spec, want_spec = objects.spec_of(live), desired["spec"]
     live_runner = live_spec.get("ephemeralRunnerSpec") or {}
     owned = {k: live_runner[k] for k in OWNED_RUNNER_SPEC_KEYS if k in live_runner}
     spec_patch: JSON = {}
-    if not lr.semantically_equal(owned, want_spec["ephemeralRunnerSpec"]):
+    if not objects.semantically_equal(owned, want_spec["ephemeralRunnerSpec"]):
         spec_patch["ephemeralRunnerSpec"] = lr.merge_patch_for(
             owned, want_spec["ephemeralRunnerSpec"]
         )
         spec_patch["actionableRevision"] = EphemeralRunnerSetView(live).actionable_revision + 1
     want_meta = want_spec.get("ephemeralRunnerMetadata")
-    if not lr.semantically_equal(live_spec.get("ephemeralRunnerMetadata"), want_meta):
+    if not objects.semantically_equal(live_spec.get("ephemeralRunnerMetadata"), want_meta):
         spec_patch["ephemeralRunnerMetadata"] = want_meta
     patch: JSON = {}
     if spec_patch:
         patch["spec"] = spec_patch
     meta_patch: JSON = {}
-    lm, dm = meta_of(live), desired["metadata"]
+    lm, dm = objects.meta(live), desired["metadata"]
     for key in ("labels", "annotations"):
         if not lr.contains_all(lm.get(key), dm.get(key)):
             meta_patch[key] = dict(dm.get(key) or {})
@@ -315,7 +315,7 @@ class AutoscalingRunnerSetReconciler:
 
     async def reconcile_autoscaling_runner_set(self, ars: JSON) -> Result | None:
         request = request_of(ars)
-        if is_deleting(ars):
+        if objects.is_deleting(ars):
             return await self._finalize(ars)
         version = (ars["metadata"].get("labels") or {}).get(c.LABEL_VERSION)
         if version is not None and not is_version_allowed(version, self.options.build_version):
@@ -327,7 +327,7 @@ class AutoscalingRunnerSetReconciler:
             )
             await self.kube.delete(AUTOSCALING_RUNNER_SETS, ars, missing_ok=True)
             return None
-        if not has_finalizer(ars, c.FINALIZER_AUTOSCALING_RUNNER_SET):
+        if not objects.has_finalizer(ars, c.FINALIZER_AUTOSCALING_RUNNER_SET):
             ars = dict(
                 await add_finalizer(
                     self.kube, AUTOSCALING_RUNNER_SETS, ars, c.FINALIZER_AUTOSCALING_RUNNER_SET
@@ -341,15 +341,15 @@ class AutoscalingRunnerSetReconciler:
         except ConfigurationError as err:
             return await self._report_invalid(ars, err)
         except error_reporting.REPORTED as err:
-            if isinstance(err, gh_errors.CircuitOpen) and self._reports_github_failure(ars):
+            if isinstance(err, gherrors.CircuitOpen) and self._reports_github_failure(ars):
                 # Held back after the failures this scale set already reports: that cause
                 # stands. Reporting "held back" instead would flip the reason (and add an
                 # event) between every failed probe and the calls held back after it.
-                return Result(requeue_after=gh_errors.retry_delay(err, time.time()))
+                return Result(requeue_after=gherrors.retry_delay(err, time.time()))
             result = await self._report_failure(ars, *error_reporting.describe(err))
-            if isinstance(err, gh_errors.RETRY_LATER):
+            if isinstance(err, gherrors.RETRY_LATER):
                 # Rate limited or held back: come back when GitHub says, not sooner.
-                return Result(requeue_after=gh_errors.retry_delay(err, time.time()))
+                return Result(requeue_after=gherrors.retry_delay(err, time.time()))
             return result
 
         try:
@@ -378,7 +378,7 @@ class AutoscalingRunnerSetReconciler:
         """
         try:
             cached = await self.cache.get(resource, name, namespace=namespace)
-        except NotFound:
+        except kerrors.NotFound:
             cached = None
         if cached is not None and _settled(cached):
             return copy_object(cached)
@@ -441,7 +441,7 @@ class AutoscalingRunnerSetReconciler:
         if self.options.allow_unrestricted_listener_template or self._template_unused():
             return
         violations = listenerpolicy.template_violations(
-            spec_of(ars).get("listenerTemplate"),
+            objects.spec_of(ars).get("listenerTemplate"),
             allowed_pull_secrets=self.options.listener_image_pull_secrets,
         )
         if violations:
@@ -451,7 +451,7 @@ class AutoscalingRunnerSetReconciler:
         """In-process listeners have no pod for a ``listenerTemplate`` to shape: an ARC
         user's template is kept (it applies again in Pod mode) and reported as not used,
         rather than refusing the scale set over a pod that will never exist."""
-        return self.options.listener_mode == LISTENER_MODE_IN_PROCESS
+        return self.options.listener_in_process
 
     def _template_condition(self, ars: JSON, forbidden: str | None) -> list[JSON]:
         """``status.conditions`` with ``ListenerTemplateAllowed`` set.
@@ -461,7 +461,7 @@ class AutoscalingRunnerSetReconciler:
         """
         if forbidden is not None:
             verdict = (cond.FALSE, cond.REASON_FORBIDDEN, forbidden)
-        elif self._template_unused() and spec_of(ars).get("listenerTemplate"):
+        elif self._template_unused() and objects.spec_of(ars).get("listenerTemplate"):
             verdict = (
                 cond.TRUE,
                 cond.REASON_NOT_USED,
@@ -473,7 +473,7 @@ class AutoscalingRunnerSetReconciler:
         else:
             verdict = (cond.TRUE, cond.REASON_ALLOWED, "listener template is allowed")
         conditions = cond.set_condition(
-            status_of(ars).get("conditions"),
+            objects.status_of(ars).get("conditions"),
             cond.LISTENER_TEMPLATE_ALLOWED,
             *verdict,
             generation=int(ars["metadata"].get("generation") or 0),
@@ -502,7 +502,7 @@ class AutoscalingRunnerSetReconciler:
         )
 
     async def _report_invalid(self, ars: JSON, err: ConfigurationError) -> Result | None:
-        status = status_of(ars)
+        status = objects.status_of(ars)
         message = f"{err.reason}: {err.message}"
         forbidden = err.message if err.reason == cond.REASON_FORBIDDEN else None
         conditions = cond.set_condition(
@@ -531,7 +531,7 @@ class AutoscalingRunnerSetReconciler:
 
     @staticmethod
     def _reports_github_failure(ars: JSON) -> bool:
-        old = cond.find(status_of(ars).get("conditions"), cond.SCALE_SET_READY)
+        old = cond.find(objects.status_of(ars).get("conditions"), cond.SCALE_SET_READY)
         return (
             old is not None
             and old.get("status") == cond.FALSE
@@ -544,7 +544,7 @@ class AutoscalingRunnerSetReconciler:
         One Warning event when the reason changes (each retry only logs); the status is
         written only when reason or message changed, so a steady failure costs no writes.
         """
-        status = status_of(ars)
+        status = objects.status_of(ars)
         old = cond.find(status.get("conditions"), cond.SCALE_SET_READY)
         if old is None or old.get("status") != cond.FALSE or old.get("reason") != reason:
             await emit(self.recorder, ars, WARNING, reason, message)
@@ -564,9 +564,9 @@ class AutoscalingRunnerSetReconciler:
     async def _patch_status(self, ars: JSON, patch: JSON) -> None:
         try:
             updated = await self.kube.patch_status(AUTOSCALING_RUNNER_SETS, ars, {"status": patch})
-        except NotFound:
+        except kerrors.NotFound:
             return
-        ars["status"] = status_of(updated)
+        ars["status"] = objects.status_of(updated)
 
     # -- the scale set in GitHub -------------------------------------------------------
     async def _runner_group_id(self, ars: JSON, client: ActionsClient) -> int:
@@ -575,7 +575,7 @@ class AutoscalingRunnerSetReconciler:
             return 1
         try:
             return (await client.get_runner_group_by_name(group)).id
-        except gh_errors.NotFound:
+        except gherrors.NotFound:
             raise ConfigurationError(
                 "RunnerGroupNotFound", f"runner group {group!r} does not exist"
             ) from None
@@ -650,7 +650,7 @@ class AutoscalingRunnerSetReconciler:
                 ars = await self._patch_meta(
                     ars, {c.ANNOTATION_RUNNER_SCALE_SET_NAME: ss.name or name}
                 )
-        except gh_errors.NotFound:
+        except gherrors.NotFound:
             # Deleted in GitHub behind our back: forget the id and create it again.
             log.warning(
                 "scale set %s of %s/%s is gone in GitHub; recreating it",
@@ -683,7 +683,7 @@ class AutoscalingRunnerSetReconciler:
         try:
             if await client.get_runner_scale_set_by_id(scale_set_id) is not None:
                 return False
-        except gh_errors.GitHubError as err:
+        except gherrors.GitHubError as err:
             log.info("scale set %s check skipped: %s", scale_set_id, err)
             return False
         await emit(
@@ -705,10 +705,10 @@ class AutoscalingRunnerSetReconciler:
             live = await self.cache.get(
                 EPHEMERAL_RUNNER_SETS, meta["name"], namespace=meta["namespace"]
             )
-        except NotFound:
+        except kerrors.NotFound:
             try:
                 created = await self.kube.create(EPHEMERAL_RUNNER_SETS, desired)
-            except AlreadyExists:
+            except kerrors.AlreadyExists:
                 return None, False  # the cache is behind; its add event brings us back
             await emit(
                 self.recorder,
@@ -718,7 +718,7 @@ class AutoscalingRunnerSetReconciler:
                 f"created EphemeralRunnerSet {meta['name']}",
             )
             return created, True
-        if is_deleting(live):
+        if objects.is_deleting(live):
             return live, False
         patch = runner_set_patch(live, desired)
         if not patch:
@@ -726,7 +726,7 @@ class AutoscalingRunnerSetReconciler:
         updated = await self.kube.merge_patch(
             EPHEMERAL_RUNNER_SETS, live, patch, optimistic_lock=True
         )
-        revision = spec_of(patch).get("actionableRevision")
+        revision = objects.spec_of(patch).get("actionableRevision")
         if revision is not None:
             await emit(
                 self.recorder,
@@ -760,7 +760,7 @@ class AutoscalingRunnerSetReconciler:
                 uid=meta.get("uid"),
                 missing_ok=True,
             )
-        except Conflict:
+        except kerrors.Conflict:
             pass  # replaced meanwhile; the next reconcile looks at the new one
 
     async def _ensure_listener(self, ars: JSON) -> tuple[str, JSON]:
@@ -769,17 +769,17 @@ class AutoscalingRunnerSetReconciler:
         desired = lr.desired_listener(ars, self.options)
         name = desired["metadata"]["name"]
         for other in await self._listeners_of(ars):
-            if other["metadata"]["name"] != name and not is_deleting(other):
+            if other["metadata"]["name"] != name and not objects.is_deleting(other):
                 log.info("deleting listener %s: ARS now uses %s", other["metadata"]["name"], name)
                 await self._delete_listener(other)
         try:
             live = await self.cache.get(
                 AUTOSCALING_LISTENERS, name, namespace=self.options.controller_namespace
             )
-        except NotFound:
+        except kerrors.NotFound:
             try:
                 await self.kube.create(AUTOSCALING_LISTENERS, desired)
-            except AlreadyExists:
+            except kerrors.AlreadyExists:
                 return "changed", {}
             await emit(
                 self.recorder,
@@ -789,7 +789,7 @@ class AutoscalingRunnerSetReconciler:
                 f"created AutoscalingListener {self.options.controller_namespace}/{name}",
             )
             return "changed", {}
-        if is_deleting(live):
+        if objects.is_deleting(live):
             return "changed", {}
         if lr.listener_needs_rebuild(live, desired):
             await emit(
@@ -803,13 +803,13 @@ class AutoscalingRunnerSetReconciler:
             )
             await self._delete_listener(live)
             return "changed", {}
-        status = dict(status_of(live))
+        status = dict(objects.status_of(live))
         return ("running" if status.get("phase") == c.PHASE_RUNNING else "waiting"), status
 
     # -- status ------------------------------------------------------------------------
     async def _mark_half_applied(self, ars: JSON) -> None:
         """A change failed half-way: say Pending (the retry re-does the work)."""
-        status = status_of(ars)
+        status = objects.status_of(ars)
         if status.get("observedGeneration") == ars["metadata"].get("generation"):
             return
         if status.get("phase") == c.PHASE_PENDING:
@@ -839,7 +839,7 @@ class AutoscalingRunnerSetReconciler:
         phase = listener.get("phase")
         if phase not in (PHASE_FAILED, "BackOff"):
             return
-        old = cond.find(status_of(ars).get("conditions"), cond.LISTENER_RUNNING)
+        old = cond.find(objects.status_of(ars).get("conditions"), cond.LISTENER_RUNNING)
         if old is not None and old.get("status") == cond.FALSE and old.get("reason") == phase:
             return  # already reported; the listener's own events carry each retry
         message = str(listener.get("message") or "")
@@ -854,7 +854,7 @@ class AutoscalingRunnerSetReconciler:
         running: bool,
         listener: Mapping[str, Any] | None = None,
     ) -> None:
-        status = status_of(ars)
+        status = objects.status_of(ars)
         ers_status = (ers or {}).get("status") or {}
         want: JSON = {
             "phase": c.PHASE_RUNNING if running else c.PHASE_PENDING,
@@ -894,7 +894,7 @@ class AutoscalingRunnerSetReconciler:
     # -- deletion ----------------------------------------------------------------------
     async def _finalize(self, ars: JSON) -> Result | None:
         """Listener, then ERS (waited for), then the GitHub scale set, then finalizers."""
-        if not has_finalizer(ars, c.FINALIZER_AUTOSCALING_RUNNER_SET):
+        if not objects.has_finalizer(ars, c.FINALIZER_AUTOSCALING_RUNNER_SET):
             return None
         meta = ars["metadata"]
         listeners = {x["metadata"]["name"]: x for x in await self._listeners_of(ars)}
@@ -905,11 +905,11 @@ class AutoscalingRunnerSetReconciler:
                 namespace=self.options.controller_namespace,
             )
             listeners[own["metadata"]["name"]] = own
-        except NotFound:
+        except kerrors.NotFound:
             pass
         if listeners:
             for listener in listeners.values():
-                if not is_deleting(listener):
+                if not objects.is_deleting(listener):
                     await self._delete_listener(listener)
             return Result(requeue_after=CLEANUP_POLL)
         try:
@@ -918,10 +918,10 @@ class AutoscalingRunnerSetReconciler:
                 c.ephemeral_runner_set_name(meta["name"]),
                 namespace=meta["namespace"],
             )
-            if not is_deleting(ers):
+            if not objects.is_deleting(ers):
                 await self.kube.delete(EPHEMERAL_RUNNER_SETS, ers, missing_ok=True)
             return Result(requeue_after=CLEANUP_POLL)
-        except NotFound:
+        except kerrors.NotFound:
             pass
         ars = await self._delete_scale_set(ars)
         # The Secret first: the controller may read Secrets here only through the manager
@@ -948,7 +948,7 @@ class AutoscalingRunnerSetReconciler:
                 "ScaleSetDeleted",
                 f"deleted runner scale set {scale_set_id}",
             )
-        except gh_errors.NotFound:
+        except gherrors.NotFound:
             log.info("scale set %s was already deleted in GitHub", scale_set_id)
         except ConfigurationError as err:
             # No way to reach GitHub any more (secret deleted first, e.g. by Helm): do not
@@ -962,7 +962,7 @@ class AutoscalingRunnerSetReconciler:
             )
         try:
             return await self._patch_meta(ars, {c.ANNOTATION_RUNNER_SCALE_SET_ID: None})
-        except NotFound:
+        except kerrors.NotFound:
             return ars
 
     async def _remove_cleanup_finalizers(self, ars: JSON) -> None:
@@ -975,9 +975,9 @@ class AutoscalingRunnerSetReconciler:
                 continue
             try:
                 obj = await self.kube.get(resource, name, namespace=ns)
-            except NotFound:
+            except kerrors.NotFound:
                 continue
-            except Forbidden:
+            except kerrors.Forbidden:
                 if resource is SECRETS:
                     continue
                 # Releasing the manager RoleBinding ends the namespace's `get` rights, so

@@ -44,9 +44,9 @@ from gharc.github.keyvault import (
 )
 from gharc.github.pool import ClientPool
 from gharc.github.proxy import InvalidProxyUrl, ProxySettings, check_proxy_url
+from gharc.kube import errors as kerrors
+from gharc.kube import objects
 from gharc.kube.client import KubeClient
-from gharc.kube.errors import NotFound
-from gharc.kube.objects import decode_secret_data
 from gharc.kube.resources import CONFIG_MAPS, SECRETS
 
 
@@ -163,7 +163,7 @@ class ClientResolver:
         if hit is not None and now - hit[0] < self.secret_ttl:
             return hit[1]
         secret = await self._kube.get(SECRETS, name, namespace=namespace)
-        data = decode_secret_data(secret)
+        data = objects.decode_secret_data(secret)
         self._secrets[key] = (now, data)
         return data
 
@@ -215,7 +215,7 @@ class ClientResolver:
                 ) from None
         try:
             return await self.secret_data(target.namespace, target.secret_name)
-        except NotFound:
+        except kerrors.NotFound:
             raise ConfigurationError(
                 "MissingGitHubConfigSecret",
                 f"githubConfigSecret {target.namespace}/{target.secret_name} does not exist",
@@ -228,7 +228,7 @@ class ClientResolver:
         name, key = ref.get("name"), ref.get("key")
         try:
             cm = await self._kube.get(CONFIG_MAPS, str(name), namespace=target.namespace)
-        except NotFound:
+        except kerrors.NotFound:
             raise ConfigurationError(
                 "InvalidGitHubServerTLS",
                 f"githubServerTLS ConfigMap {target.namespace}/{name} does not exist",
@@ -292,7 +292,7 @@ class ClientResolver:
             return None
         try:
             data = await self.secret_data(target.namespace, str(ref))
-        except NotFound:
+        except kerrors.NotFound:
             raise ConfigurationError(
                 "InvalidProxy",
                 f"proxy credentialSecretRef {target.namespace}/{ref} does not exist",

@@ -37,7 +37,7 @@ from gharc.controllers.scaleset import runnerresources as rr
 from gharc.controllers.scaleset.credentials import ClientResolver, ConfigurationError, GitHubTarget
 from gharc.controllers.scaleset.deps import ScaleSetDeps
 from gharc.controllers.scaleset.error_reporting import reconcile_or_wait_for_github
-from gharc.controllers.scaleset.events import WARNING, EventRecorder, emit
+from gharc.controllers.scaleset.events import EventRecorder, emit
 from gharc.controllers.scaleset.newborn import Newborn
 from gharc.controllers.scaleset.options import ScaleSetOptions
 from gharc.controllers.scaleset.pod_verdicts import (
@@ -47,25 +47,20 @@ from gharc.controllers.scaleset.pod_verdicts import (
     pod_was_running,
     runner_started,
 )
-from gharc.github import errors as gh
+from gharc.github import errors as gherrors
 from gharc.github.actions import ActionsClient
 from gharc.github.models import RunnerScaleSetJitRunnerConfig
-from gharc.kube import errors as kerr
+from gharc.kube import errors as kerrors
+from gharc.kube import objects
 from gharc.kube.builder import Builder
 from gharc.kube.cache import Cache
 from gharc.kube.client import KubeClient
 from gharc.kube.controller import Controller
+from gharc.kube.events import WARNING
 from gharc.kube.expectations import Expectations
 from gharc.kube.finalizers import set_finalizers
 from gharc.kube.manager import ManagerLike
 from gharc.kube.objectreconciler import reconcile_fetched, request_of
-from gharc.kube.objects import (
-    finalizers_with,
-    finalizers_without,
-    format_time,
-    parse_time,
-    status_of,
-)
 from gharc.kube.predicate import ResourceVersionChangedPredicate
 from gharc.kube.reconcile import Request, Result
 from gharc.kube.resources import PODS, SECRETS
@@ -166,7 +161,7 @@ class EphemeralRunnerReconciler:
 
     async def reconcile_runner(self, er: JSON) -> Result | None:
         request = request_of(er)
-        if rr.is_deleting(er):
+        if objects.is_deleting(er):
             return await self._finalize(er)
         if EphemeralRunnerView(er).is_done:
             await self._cleanup_resources(er)
@@ -174,8 +169,8 @@ class EphemeralRunnerReconciler:
                 await self._release(er)  # a crash in _succeeded left them
             return None
         if not (
-            rr.has_finalizer(er, c.FINALIZER_EPHEMERAL_RUNNER)
-            and rr.has_finalizer(er, c.FINALIZER_EPHEMERAL_RUNNER_REGISTRATION)
+            objects.has_finalizer(er, c.FINALIZER_EPHEMERAL_RUNNER)
+            and objects.has_finalizer(er, c.FINALIZER_EPHEMERAL_RUNNER_REGISTRATION)
         ):
             await self._ensure_finalizers(er)
             return None
@@ -183,11 +178,11 @@ class EphemeralRunnerReconciler:
         pod_name = c.runner_pod_name(request.name)
         try:
             pod: JSON | None = await self.cache.get(PODS, pod_name, namespace=request.namespace)
-        except kerr.NotFound:
+        except kerrors.NotFound:
             pod = None
-        uid = str(rr.meta(er).get("uid") or "")
+        uid = str(objects.meta(er).get("uid") or "")
         if pod is not None:
-            self._pods.observe(uid, {pod_name: str(rr.meta(pod).get("uid") or "")})
+            self._pods.observe(uid, {pod_name: str(objects.meta(pod).get("uid") or "")})
         else:
             wait = self._pods.pending_create(uid, pod_name)
             if wait is not None:
@@ -210,7 +205,7 @@ class EphemeralRunnerReconciler:
             return jit.result
         er, secret, fresh = jit.er, jit.secret, jit.fresh
         data = rr.decode_data(secret)
-        rid = rr.int_or(data.get(rr.SECRET_KEY_RUNNER_ID))
+        rid = objects.int_or(data.get(rr.SECRET_KEY_RUNNER_ID))
         if rid <= 0:
             log.warning("JIT secret of %s has no runner id; re-creating it", request)
             await self.kube.delete(SECRETS, secret, missing_ok=True)
@@ -253,16 +248,16 @@ class EphemeralRunnerReconciler:
     # -- finalizers and deletion ---------------------------------------------------------
 
     async def _ensure_finalizers(self, er: JSON) -> None:
-        finalizers = finalizers_with(
+        finalizers = objects.finalizers_with(
             er, c.FINALIZER_EPHEMERAL_RUNNER, c.FINALIZER_EPHEMERAL_RUNNER_REGISTRATION
         )
         await set_finalizers(self.kube, EPHEMERAL_RUNNERS, er, finalizers)
 
     async def _drop_finalizer(self, er: JSON, *names: str) -> JSON:
-        finalizers = finalizers_without(er, *names)
+        finalizers = objects.finalizers_without(er, *names)
         try:
             return await set_finalizers(self.kube, EPHEMERAL_RUNNERS, er, finalizers)
-        except kerr.NotFound:
+        except kerrors.NotFound:
             return er
 
     async def _registered_id(self, er: JSON) -> int:
@@ -274,28 +269,28 @@ class EphemeralRunnerReconciler:
         try:
             secret = await self.kube.get(
                 SECRETS,
-                c.runner_jit_secret_name(rr.meta(er)["name"]),
-                namespace=rr.meta(er)["namespace"],
+                c.runner_jit_secret_name(objects.meta(er)["name"]),
+                namespace=objects.meta(er)["namespace"],
             )
-        except kerr.NotFound:
+        except kerrors.NotFound:
             return 0
-        return rr.int_or(rr.decode_data(secret).get(rr.SECRET_KEY_RUNNER_ID))
+        return objects.int_or(rr.decode_data(secret).get(rr.SECRET_KEY_RUNNER_ID))
 
     async def _finalize(self, er: JSON) -> Result | None:
-        if not rr.has_finalizer(er, c.FINALIZER_EPHEMERAL_RUNNER):
+        if not objects.has_finalizer(er, c.FINALIZER_EPHEMERAL_RUNNER):
             return None
         if EphemeralRunnerView(er).phase == c.PHASE_SUCCEEDED:
             # Exit 0: the runner de-registered itself; only its objects may be left.
             await self._cleanup_resources(er)
             await self._release(er)
             return None
-        if rr.has_finalizer(er, c.FINALIZER_EPHEMERAL_RUNNER_REGISTRATION):
+        if objects.has_finalizer(er, c.FINALIZER_EPHEMERAL_RUNNER_REGISTRATION):
             rid = await self._registered_id(er)
             if rid:
                 try:
                     client = await self._client(er)
                     await client.remove_runner(rid)
-                except gh.JobStillRunning:
+                except gherrors.JobStillRunning:
                     await emit(
                         self.recorder,
                         er,
@@ -305,7 +300,7 @@ class EphemeralRunnerReconciler:
                         f"{JOB_STILL_RUNNING_REQUEUE:.0f}s",
                     )
                     return Result(requeue_after=JOB_STILL_RUNNING_REQUEUE)
-                except gh.AgentNotFound:
+                except gherrors.AgentNotFound:
                     pass  # already gone: an ephemeral runner de-registers after its job
                 except ConfigurationError as err:
                     # NB: credentials gone (e.g. the ARS was uninstalled first): the runner
@@ -324,7 +319,7 @@ class EphemeralRunnerReconciler:
         status change until the set deletes it, and the repeated DELETEs were two of the
         controller's ~25 API calls per job. After a restart the deletes are simply re-sent.
         """
-        m = rr.meta(er)
+        m = objects.meta(er)
         ns, name, uid = str(m["namespace"]), str(m["name"]), str(m.get("uid") or "")
         if uid and uid in self._cleaned:
             return
@@ -338,7 +333,7 @@ class EphemeralRunnerReconciler:
             selector = {c.LABEL_RUNNER_POD: name}
             for resource in (PODS, SECRETS):
                 for obj in await self.kube.list(resource, namespace=ns, label_selector=selector):
-                    if not rr.is_deleting(obj):
+                    if not objects.is_deleting(obj):
                         await self.kube.delete(resource, obj, missing_ok=True)
         if uid:
             self._cleaned = _remember(self._cleaned, uid)
@@ -346,8 +341,8 @@ class EphemeralRunnerReconciler:
     # -- GitHub ------------------------------------------------------------------------------
 
     async def _client(self, er: Mapping[str, Any]) -> ActionsClient:
-        ns = str(rr.meta(er)["namespace"])
-        return await self.resolver.client_for(GitHubTarget.from_spec(ns, rr.spec_of(er)))
+        ns = str(objects.meta(er)["namespace"])
+        return await self.resolver.client_for(GitHubTarget.from_spec(ns, objects.spec_of(er)))
 
     async def _ensure_jit_secret(self, er: JSON) -> _JitSecret:
         """The JIT secret, created (with a fresh registration) when missing.
@@ -364,20 +359,20 @@ class EphemeralRunnerReconciler:
         A runner this process created and has not tried to register yet (:attr:`newborn`)
         needs neither read: no registration, secret or done phase can exist for it.
         """
-        m = rr.meta(er)
+        m = objects.meta(er)
         name, ns = str(m["name"]), str(m["namespace"])
         if self.newborn.take(str(m.get("uid") or "")) and not EphemeralRunnerView(er).runner_id:
             return await self._register(er)
         try:
             secret = await self.kube.get(SECRETS, c.runner_jit_secret_name(name), namespace=ns)
             return _JitSecret(er, secret)
-        except kerr.NotFound:
+        except kerrors.NotFound:
             pass
         try:
             er = await self.kube.get(EPHEMERAL_RUNNERS, name, namespace=ns)
-        except kerr.NotFound:
+        except kerrors.NotFound:
             return _JitSecret(er, None)
-        if rr.is_deleting(er):
+        if objects.is_deleting(er):
             return _JitSecret(er, None, await self._finalize(er))
         if EphemeralRunnerView(er).is_done:
             await self._cleanup_resources(er)
@@ -395,7 +390,7 @@ class EphemeralRunnerReconciler:
 
     async def _register(self, er: JSON, client: ActionsClient | None = None) -> _JitSecret:
         """A JIT registration and its secret, for a runner known to have neither."""
-        name = str(rr.meta(er)["name"])
+        name = str(objects.meta(er)["name"])
         if client is None:
             try:
                 client = await self._client(er)
@@ -405,7 +400,7 @@ class EphemeralRunnerReconciler:
         scale_set_id = EphemeralRunnerView(er).scale_set_id
         try:
             jit = await client.generate_jit_runner_config(scale_set_id, name, rr.work_folder(er))
-        except gh.AgentExists:
+        except gherrors.AgentExists:
             return await self._resolve_name_conflict(er, client, scale_set_id)
         return await self._store_jit_secret(er, jit, scale_set_id)
 
@@ -413,7 +408,7 @@ class EphemeralRunnerReconciler:
         self, er: JSON, jit: RunnerScaleSetJitRunnerConfig, scale_set_id: int
     ) -> _JitSecret:
         """The JIT secret of a registration just made."""
-        m = rr.meta(er)
+        m = objects.meta(er)
         name, ns = str(m["name"]), str(m["namespace"])
         secret = rr.new_jit_secret(
             er,
@@ -425,7 +420,7 @@ class EphemeralRunnerReconciler:
         )
         try:
             created = await self.kube.create(SECRETS, secret)
-        except kerr.AlreadyExists:
+        except kerrors.AlreadyExists:
             return _JitSecret(er, None, Result(requeue=True))
         # NB: routine steps are logged, not recorded as Events: three Event writes per
         # runner were a tenth of the controller's calls, and nobody reads them.
@@ -439,9 +434,9 @@ class EphemeralRunnerReconciler:
         rid = EphemeralRunnerView(er).runner_id
         try:
             await client.remove_runner(rid)
-        except gh.AgentNotFound:
+        except gherrors.AgentNotFound:
             pass
-        except gh.JobStillRunning:
+        except gherrors.JobStillRunning:
             return Result(requeue_after=JOB_STILL_RUNNING_REQUEUE)
         await emit(
             self.recorder,
@@ -467,11 +462,11 @@ class EphemeralRunnerReconciler:
         makes a new one under a fresh name, so a stuck name never leaves a job queued.
         Another scale set's runner with our name is fatal for this object at once (ARC).
         """
-        name = str(rr.meta(er)["name"])
-        uid = str(rr.meta(er).get("uid") or name)
+        name = str(objects.meta(er)["name"])
+        uid = str(objects.meta(er).get("uid") or name)
         try:
             existing = await client.get_runner_by_name(name)
-        except gh.NotFound:
+        except gherrors.NotFound:
             existing = None
         if existing is not None and existing.runner_scale_set_id != scale_set_id:
             return await self._give_up(
@@ -483,7 +478,7 @@ class EphemeralRunnerReconciler:
         if existing is not None:
             try:
                 await client.remove_runner(existing.id)
-            except gh.AgentNotFound:
+            except gherrors.AgentNotFound:
                 pass
             await emit(
                 self.recorder,
@@ -497,7 +492,7 @@ class EphemeralRunnerReconciler:
                 jit = await client.generate_jit_runner_config(
                     scale_set_id, name, rr.work_folder(er)
                 )
-            except gh.AgentExists:
+            except gherrors.AgentExists:
                 pass
             else:
                 self._name_conflicts.pop(uid, None)
@@ -532,7 +527,7 @@ class EphemeralRunnerReconciler:
         try:
             client = await self._client(er)
             await client.remove_runner(rid)
-        except gh.AgentNotFound:
+        except gherrors.AgentNotFound:
             pass
 
     # -- the pod -------------------------------------------------------------------------
@@ -561,15 +556,17 @@ class EphemeralRunnerReconciler:
         if not fresh:
             try:
                 er = await self.kube.get(
-                    EPHEMERAL_RUNNERS, rr.meta(er)["name"], namespace=rr.meta(er)["namespace"]
+                    EPHEMERAL_RUNNERS,
+                    objects.meta(er)["name"],
+                    namespace=objects.meta(er)["namespace"],
                 )
-            except kerr.NotFound:
+            except kerrors.NotFound:
                 return None
-        if rr.is_deleting(er) or EphemeralRunnerView(er).is_done:
+        if objects.is_deleting(er) or EphemeralRunnerView(er).is_done:
             return Result(requeue=True)
         failures = EphemeralRunnerView(er).failures
         if failures:
-            times = [t for t in (parse_time(v) for v in failures.values()) if t is not None]
+            times = [t for t in (objects.parse_time(v) for v in failures.values()) if t is not None]
             if times:
                 wait = self._backoff(len(failures)) - (now() - max(times)).total_seconds()
                 if wait > 0:
@@ -577,20 +574,20 @@ class EphemeralRunnerReconciler:
         pod = rr.new_runner_pod(er, secret, self.options.user_agent)
         try:
             made = await self.kube.create(PODS, pod)
-        except kerr.AlreadyExists:
+        except kerrors.AlreadyExists:
             return Result(requeue_after=ALREADY_EXISTS_REQUEUE)
-        except kerr.Invalid as err:
+        except kerrors.Invalid as err:
             if status_written is not None:
                 await asyncio.wait([status_written])
             await self._mark_failed(
                 er, c.REASON_INVALID_POD, f"Failed to create the pod: {err.message}"
             )
             return None
-        except kerr.Forbidden as err:
+        except kerrors.Forbidden as err:
             if status_written is not None:
                 await asyncio.wait([status_written])
             if "exceeded quota:" in err.message:
-                created = parse_time(rr.meta(er).get("creationTimestamp"))
+                created = objects.parse_time(objects.meta(er).get("creationTimestamp"))
                 age = (now() - created).total_seconds() if created else 0.0
                 if age > QUOTA_REPLACE_AFTER:
                     await emit(
@@ -609,15 +606,15 @@ class EphemeralRunnerReconciler:
             )
             return None
         self._pods.expect_create(
-            str(rr.meta(er).get("uid") or ""),
+            str(objects.meta(er).get("uid") or ""),
             str(pod["metadata"]["name"]),
-            str(rr.meta(made).get("uid") or ""),
+            str(objects.meta(made).get("uid") or ""),
         )
         log.debug("created runner pod %s/%s", pod["metadata"]["namespace"], pod["metadata"]["name"])
         return None
 
     async def _follow_pod(self, er: JSON, pod: JSON) -> Result | None:
-        if rr.is_deleting(pod):
+        if objects.is_deleting(pod):
             return None  # its delete event wakes us
         verdict = judge_pod(pod)
         if verdict.kind == "success":
@@ -642,8 +639,8 @@ class EphemeralRunnerReconciler:
             return await self._pod_failed(er, pod, verdict)
         if verdict.kind == "wait":
             return None
-        status = rr.status_of(er)
-        phase = str(status_of(pod).get("phase") or "")
+        status = objects.status_of(er)
+        phase = str(objects.status_of(pod).get("phase") or "")
         ready = pod_ready(pod)
         if status.get("phase") != phase or bool(status.get("ready")) != ready:
             await self.kube.patch_status(
@@ -668,7 +665,9 @@ class EphemeralRunnerReconciler:
         """
         await self.kube.patch_status(EPHEMERAL_RUNNERS, er, rr.phase_status(c.PHASE_SUCCEEDED))
         log.info(
-            "%s/%s: the runner completed", rr.meta(er).get("namespace"), rr.meta(er).get("name")
+            "%s/%s: the runner completed",
+            objects.meta(er).get("namespace"),
+            objects.meta(er).get("name"),
         )
         await self._cleanup_resources(er)
         await self._release(er)
@@ -677,12 +676,12 @@ class EphemeralRunnerReconciler:
     async def _release(self, er: JSON) -> None:
         """Drop both finalizers of a runner whose objects are gone and whose registration
         is (or needs no removal)."""
-        uid = str(rr.meta(er).get("uid") or "")
+        uid = str(objects.meta(er).get("uid") or "")
         if uid in self._released:
             return
-        if rr.has_finalizer(er, c.FINALIZER_EPHEMERAL_RUNNER_REGISTRATION) or rr.has_finalizer(
-            er, c.FINALIZER_EPHEMERAL_RUNNER
-        ):
+        if objects.has_finalizer(
+            er, c.FINALIZER_EPHEMERAL_RUNNER_REGISTRATION
+        ) or objects.has_finalizer(er, c.FINALIZER_EPHEMERAL_RUNNER):
             await self._drop_finalizer(
                 er, c.FINALIZER_EPHEMERAL_RUNNER_REGISTRATION, c.FINALIZER_EPHEMERAL_RUNNER
             )
@@ -691,7 +690,7 @@ class EphemeralRunnerReconciler:
 
     async def _pod_failed(self, er: JSON, pod: JSON, verdict: PodVerdict) -> Result | None:
         """Behaviours B2: fail fast, never count a dead pod as a viable runner."""
-        pod_name = str(rr.meta(pod).get("name"))
+        pod_name = str(objects.meta(pod).get("name"))
         if EphemeralRunnerView(er).has_job:
             return await self._busy_runner_lost(
                 er, f"pod {pod_name} failed while running job", verdict.message
@@ -699,10 +698,10 @@ class EphemeralRunnerReconciler:
 
         started = runner_started(er, pod)  # read before the patch below moves the phase
         failures = dict(EphemeralRunnerView(er).failures)
-        uid = str(rr.meta(pod).get("uid") or pod_name)
+        uid = str(objects.meta(pod).get("uid") or pod_name)
         new = uid not in failures
         if new:
-            failures[uid] = format_time(now())
+            failures[uid] = objects.format_time(now())
             er = await self._record_failures(er, failures, verdict.reason, verdict.message)
         if await self._failed_too_often(er, failures, verdict.message):
             return None
@@ -712,7 +711,7 @@ class EphemeralRunnerReconciler:
         # finds the failed pod again and repeats both deletes.
         if started:
             await self._spend_jit_config(er)
-        await self.kube.delete(PODS, pod, uid=rr.meta(pod).get("uid"), missing_ok=True)
+        await self.kube.delete(PODS, pod, uid=objects.meta(pod).get("uid"), missing_ok=True)
         wait = self._backoff(len(failures))
         if new:
             await emit(
@@ -732,7 +731,7 @@ class EphemeralRunnerReconciler:
         thinks the job runs, so do not wait for that) and let the set replace it."""
         try:
             await self._remove_registration(er)
-        except gh.GitHubError as err:
+        except gherrors.GitHubError as err:
             log.info("best-effort RemoveRunner of a lost busy runner: %s", err)
         except ConfigurationError:
             pass
@@ -751,7 +750,7 @@ class EphemeralRunnerReconciler:
     async def _spend_jit_config(self, er: JSON) -> None:
         """Delete the JIT secret of a runner whose pod is gone after it ran (see
         :func:`pod_was_running`); the next reconcile registers the runner afresh."""
-        m = rr.meta(er)
+        m = objects.meta(er)
         await self.kube.delete(
             SECRETS,
             c.runner_jit_secret_name(str(m["name"])),
@@ -770,13 +769,13 @@ class EphemeralRunnerReconciler:
         afresh before its next pod. Decided on an uncached read: a stale cache must not
         spend the config of a registration just made.
         """
-        m = rr.meta(er)
+        m = objects.meta(er)
         name, ns = str(m["name"]), str(m["namespace"])
         try:
             er = await self.kube.get(EPHEMERAL_RUNNERS, name, namespace=ns)
-        except kerr.NotFound:
+        except kerrors.NotFound:
             return None
-        if rr.is_deleting(er) or EphemeralRunnerView(er).is_done or not pod_was_running(er):
+        if objects.is_deleting(er) or EphemeralRunnerView(er).is_done or not pod_was_running(er):
             return Result(requeue=True)
         runner = EphemeralRunnerView(er)
         rid = runner.runner_id
@@ -786,7 +785,7 @@ class EphemeralRunnerReconciler:
             )
         await self._spend_jit_config(er)
         failures = dict(runner.failures)
-        failures.setdefault(f"lost-runner-{rid}", format_time(now()))
+        failures.setdefault(f"lost-runner-{rid}", objects.format_time(now()))
         message = f"pod {c.runner_pod_name(name)} of runner {rid} is gone"
         er = await self._record_failures(er, failures, "PodLost", message)
         if await self._failed_too_often(er, failures, message):

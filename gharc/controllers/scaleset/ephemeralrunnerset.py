@@ -51,22 +51,23 @@ from gharc.controllers.scaleset import runnerresources as rr
 from gharc.controllers.scaleset.credentials import ClientResolver, ConfigurationError, GitHubTarget
 from gharc.controllers.scaleset.deps import ScaleSetDeps
 from gharc.controllers.scaleset.error_reporting import reconcile_or_wait_for_github
-from gharc.controllers.scaleset.events import NORMAL, WARNING, EventRecorder, emit
+from gharc.controllers.scaleset.events import EventRecorder, emit
 from gharc.controllers.scaleset.metrics import ControllerMetrics
 from gharc.controllers.scaleset.newborn import Newborn
 from gharc.controllers.scaleset.options import FAILED_RUNNER_WINDOW, ScaleSetOptions
-from gharc.github import errors as gh
+from gharc.github import errors as gherrors
 from gharc.github.actions import ActionsClient
-from gharc.kube import errors as kerr
+from gharc.kube import errors as kerrors
+from gharc.kube import objects
 from gharc.kube.builder import Builder
 from gharc.kube.cache import Cache
 from gharc.kube.client import KubeClient
 from gharc.kube.controller import Controller
+from gharc.kube.events import NORMAL, WARNING
 from gharc.kube.expectations import Expectations
 from gharc.kube.finalizers import add_finalizer, remove_finalizer
 from gharc.kube.manager import ManagerLike
 from gharc.kube.objectreconciler import reconcile_fetched, request_of
-from gharc.kube.objects import parse_time
 from gharc.kube.predicate import ResourceVersionChangedPredicate
 from gharc.kube.reconcile import Request, Result
 from gharc.kube.resources import SECRETS
@@ -108,17 +109,20 @@ class Buckets:
         """Sort ``runners`` (the cache's) into buckets, settling ``owner``'s expectations."""
         b = cls()
         present = {
-            str(rr.meta(er).get("name")): str(rr.meta(er).get("uid") or "") for er in runners
+            str(objects.meta(er).get("name")): str(objects.meta(er).get("uid") or "")
+            for er in runners
         }
         expect.observe(
             owner,
             present,
-            deleting=[str(rr.meta(er).get("name")) for er in runners if rr.is_deleting(er)],
+            deleting=[
+                str(objects.meta(er).get("name")) for er in runners if objects.is_deleting(er)
+            ],
         )
         going = expect.pending_deletes(owner)
         for er in sorted(runners, key=rr.creation_key):
-            name = str(rr.meta(er).get("name"))
-            if rr.is_deleting(er) or name in going:
+            name = str(objects.meta(er).get("name"))
+            if objects.is_deleting(er) or name in going:
                 b.deleting.append(er)
                 continue
             phase = EphemeralRunnerView(er).phase
@@ -237,19 +241,19 @@ class EphemeralRunnerSetReconciler:
 
     async def reconcile_runner_set(self, ers: JSON) -> Result | None:
         request = request_of(ers)
-        uid = str(rr.meta(ers).get("uid"))
+        uid = str(objects.meta(ers).get("uid"))
         self._uids[request] = uid
         runners = await self.cache.list(
             EPHEMERAL_RUNNERS, namespace=request.namespace, index=(BY_CONTROLLER_UID, uid)
         )
         b = Buckets.of(runners, self._expectations, uid)
 
-        if rr.is_deleting(ers):
+        if objects.is_deleting(ers):
             result = await self._finalize(ers, b)
             if result is None:
                 self._expectations.forget(uid)
             return result
-        if not rr.has_finalizer(ers, c.FINALIZER_EPHEMERAL_RUNNER_SET):
+        if not objects.has_finalizer(ers, c.FINALIZER_EPHEMERAL_RUNNER_SET):
             await add_finalizer(
                 self.kube, EPHEMERAL_RUNNER_SETS, ers, c.FINALIZER_EPHEMERAL_RUNNER_SET
             )
@@ -276,7 +280,7 @@ class EphemeralRunnerSetReconciler:
     # -- deletion ------------------------------------------------------------------------
 
     async def _finalize(self, ers: JSON, b: Buckets) -> Result | None:
-        if not rr.has_finalizer(ers, c.FINALIZER_EPHEMERAL_RUNNER_SET):
+        if not objects.has_finalizer(ers, c.FINALIZER_EPHEMERAL_RUNNER_SET):
             return None
         if not await self._cleanup_runners(ers, b):
             return Result(requeue_after=BUSY_REQUEUE)
@@ -284,14 +288,14 @@ class EphemeralRunnerSetReconciler:
             await self.kube.delete(
                 SECRETS,
                 rr.proxy_secret_name(ers),
-                namespace=rr.meta(ers)["namespace"],
+                namespace=objects.meta(ers)["namespace"],
                 missing_ok=True,
             )
         try:
             await remove_finalizer(
                 self.kube, EPHEMERAL_RUNNER_SETS, ers, c.FINALIZER_EPHEMERAL_RUNNER_SET
             )
-        except kerr.NotFound:
+        except kerrors.NotFound:
             pass
         await emit(self.recorder, ers, NORMAL, "Deleted", "all runners are gone; finalizer removed")
         return None
@@ -326,7 +330,7 @@ class EphemeralRunnerSetReconciler:
             er
             for er in b.alive + b.terminated
             if EphemeralRunnerView(er).revision < target
-            and not rr.semantically_equal(rr.spec_of(er), desired)
+            and not objects.semantically_equal(objects.spec_of(er), desired)
         ]
         client: ActionsClient | None = None
         rebuilt = kept = 0
@@ -345,7 +349,9 @@ class EphemeralRunnerSetReconciler:
         # NB: uncached read + optimistic lock: the applied revision only moves forward, and
         # only from the state we just acted on; a concurrent write makes us redo the step.
         fresh = await self.kube.get(
-            EPHEMERAL_RUNNER_SETS, rr.meta(ers)["name"], namespace=rr.meta(ers)["namespace"]
+            EPHEMERAL_RUNNER_SETS,
+            objects.meta(ers)["name"],
+            namespace=objects.meta(ers)["namespace"],
         )
         if EphemeralRunnerSetView(fresh).applied_revision >= target:
             return None
@@ -355,7 +361,7 @@ class EphemeralRunnerSetReconciler:
             {"status": {"appliedActionableRevision": target, wire.CLEANUP_MARKER_FIELD: None}},
             optimistic_lock=True,
         )
-        self._markers[str(rr.meta(ers).get("uid"))] = None
+        self._markers[str(objects.meta(ers).get("uid"))] = None
         await emit(
             self.recorder,
             ers,
@@ -379,10 +385,10 @@ class EphemeralRunnerSetReconciler:
         else would wake us when the backoff ends).
         """
         due = [er for er in b.failed if EphemeralRunnerView(er).reason != c.REASON_INVALID_POD]
-        uid = str(rr.meta(ers).get("uid"))
+        uid = str(objects.meta(ers).get("uid"))
         if not due:
             # A backoff that was reported ends with its last Failed runner: say so, once.
-            held = cond.find(rr.status_of(ers).get("conditions"), fb.FAILED_RUNNER_BACKOFF)
+            held = cond.find(objects.status_of(ers).get("conditions"), fb.FAILED_RUNNER_BACKOFF)
             if held is not None and held.get("status") == cond.TRUE:
                 streak = fb.read(ers).later(self._failed.get(uid))
                 await self._record_backoff(ers, streak, None)
@@ -396,8 +402,8 @@ class EphemeralRunnerSetReconciler:
             if now - streak.last > FAILED_RUNNER_WINDOW:
                 streak = fb.Streak(0, streak.last)
             wait = streak.last + float(ladder[min(streak.count, len(ladder) - 1)]) - now
-            name = rr.meta(er).get("name")
-            detail = rr.status_of(er).get("message") or "no message"
+            name = objects.meta(er).get("name")
+            detail = objects.status_of(er).get("message") or "no message"
             why = f"{EphemeralRunnerView(er).reason or 'Failed'}: {detail}"
             if wait > 0:
                 message = (
@@ -429,13 +435,13 @@ class EphemeralRunnerSetReconciler:
     async def _record_backoff(self, ers: JSON, streak: fb.Streak, held: str | None) -> None:
         """Write the streak and the FailedRunnerBackoff condition when they changed
         (``held``: the condition's message while a runner waits)."""
-        self._failed[str(rr.meta(ers).get("uid"))] = streak
+        self._failed[str(objects.meta(ers).get("uid"))] = streak
         patch = fb.status_patch(ers, streak, held)
         if patch is None:
             return
         try:
             await self.kube.patch_status(EPHEMERAL_RUNNER_SETS, ers, patch)
-        except kerr.NotFound:
+        except kerrors.NotFound:
             pass
 
     # -- B3: finished runners --------------------------------------------------------------
@@ -470,7 +476,7 @@ class EphemeralRunnerSetReconciler:
         The status counts as they will be once the finished runners are deleted ride
         along, which spares the count write that would follow.
         """
-        spec, status = rr.spec_of(ers), ers.get("status")
+        spec, status = objects.spec_of(ers), ers.get("status")
         if wire.PATCH_ID_FIELD not in spec or not isinstance(status, dict):
             await self.kube.patch_status(
                 EPHEMERAL_RUNNER_SETS,
@@ -482,8 +488,8 @@ class EphemeralRunnerSetReconciler:
         ops = wire.cleanup_marker_ops(spec[wire.PATCH_ID_FIELD], patch_id, counts)
         try:
             await self.kube.json_patch(EPHEMERAL_RUNNER_SETS, ers, ops, subresource="status")
-        except kerr.Invalid as err:
-            raise kerr.Conflict(err.message, reason="Conflict", body=err.body) from err
+        except kerrors.Invalid as err:
+            raise kerrors.Conflict(err.message, reason="Conflict", body=err.body) from err
 
     # -- scaling -------------------------------------------------------------------------
 
@@ -501,8 +507,8 @@ class EphemeralRunnerSetReconciler:
                 # process knows every marker it writes.
                 fresh = await self.kube.get(
                     EPHEMERAL_RUNNER_SETS,
-                    rr.meta(ers)["name"],
-                    namespace=rr.meta(ers)["namespace"],
+                    objects.meta(ers)["name"],
+                    namespace=objects.meta(ers)["namespace"],
                 )
                 live = EphemeralRunnerSetView(fresh)
                 if live.patch_id != patch_id or live.replicas != replicas:
@@ -529,8 +535,8 @@ class EphemeralRunnerSetReconciler:
         time per namespace: a burst of 400 does not wait for 400 round trips one after the
         other, nor fill the shared connection pool so that other tenants' requests queue
         behind it."""
-        owner = str(rr.meta(ers)["uid"])
-        namespace = str(rr.meta(ers).get("namespace") or "")
+        owner = str(objects.meta(ers)["uid"])
+        namespace = str(objects.meta(ers).get("namespace") or "")
         slots = self._create_slots.get(namespace)
         if slots is None:
             slots = self._create_slots[namespace] = asyncio.Semaphore(
@@ -543,9 +549,9 @@ class EphemeralRunnerSetReconciler:
                     created = await self.kube.create(
                         EPHEMERAL_RUNNERS, rr.new_ephemeral_runner(ers)
                     )
-            except kerr.ApiError as err:
+            except kerrors.ApiError as err:
                 return err
-            meta = rr.meta(created)
+            meta = objects.meta(created)
             self._expectations.expect_create(owner, str(meta["name"]), str(meta.get("uid") or ""))
             self.newborn.add(str(meta.get("uid") or ""))
             return None
@@ -592,10 +598,10 @@ class EphemeralRunnerSetReconciler:
             try:
                 if await self._retire(ers, er, client):
                     retired += 1
-            except gh.RETRY_LATER as err:
+            except gherrors.RETRY_LATER as err:
                 # The rest would meet the same limit: stop here, come back when it lifts.
                 log.info("scale down paused: %s", err)
-                wait = gh.retry_delay(err, time.time())
+                wait = gherrors.retry_delay(err, time.time())
                 break
         if retired:
             log.info("scaled down %d idle runner(s)", retired)
@@ -611,7 +617,7 @@ class EphemeralRunnerSetReconciler:
     # -- runner removal ------------------------------------------------------------------
 
     async def _client(self, ers: JSON) -> ActionsClient:
-        ns = str(rr.meta(ers)["namespace"])
+        ns = str(objects.meta(ers)["namespace"])
         target = GitHubTarget.from_spec(ns, EphemeralRunnerSetView(ers).runner_spec)
         return await self.resolver.client_for(target)
 
@@ -625,9 +631,9 @@ class EphemeralRunnerSetReconciler:
         if rid:
             try:
                 await client.remove_runner(rid)
-            except gh.JobStillRunning:
+            except gherrors.JobStillRunning:
                 return False
-            except gh.AgentNotFound:
+            except gherrors.AgentNotFound:
                 pass
             try:
                 er = dict(
@@ -635,17 +641,17 @@ class EphemeralRunnerSetReconciler:
                         self.kube, EPHEMERAL_RUNNERS, er, c.FINALIZER_EPHEMERAL_RUNNER_REGISTRATION
                     )
                 )
-            except (kerr.Conflict, kerr.NotFound):
+            except (kerrors.Conflict, kerrors.NotFound):
                 pass  # the ER's own finalizer removes the registration (AgentNotFound is fine)
         await self._delete_runner(ers, er)
         return True
 
     async def _delete_runner(self, ers: JSON, er: JSON) -> None:
-        name = str(rr.meta(er)["name"])
+        name = str(objects.meta(er)["name"])
         await self.kube.delete(
-            EPHEMERAL_RUNNERS, name, namespace=rr.meta(er)["namespace"], missing_ok=True
+            EPHEMERAL_RUNNERS, name, namespace=objects.meta(er)["namespace"], missing_ok=True
         )
-        self._expectations.expect_delete(str(rr.meta(ers)["uid"]), name)
+        self._expectations.expect_delete(str(objects.meta(ers)["uid"]), name)
 
     # -- proxy secret ----------------------------------------------------------------------
 
@@ -653,7 +659,7 @@ class EphemeralRunnerSetReconciler:
         proxy = rr.proxy_config(EphemeralRunnerSetView(ers).runner_spec)
         if proxy is None:
             return None
-        ns = str(rr.meta(ers)["namespace"])
+        ns = str(objects.meta(ers)["namespace"])
 
         async def auth(server: Any) -> tuple[str, str] | None:
             if server is None or not server.credential_secret_ref:
@@ -666,13 +672,13 @@ class EphemeralRunnerSetReconciler:
 
         try:
             data = proxy.to_secret_data(await auth(proxy.http), await auth(proxy.https))
-        except kerr.NotFound as err:
+        except kerrors.NotFound as err:
             await emit(self.recorder, ers, WARNING, "MissingProxySecret", err.message)
             return Result(requeue_after=BUSY_REQUEUE)
         desired = rr.new_proxy_secret(ers, data)
         try:
             live = await self.kube.get(SECRETS, desired["metadata"]["name"], namespace=ns)
-        except kerr.NotFound:
+        except kerrors.NotFound:
             await self.kube.create(SECRETS, desired)
             return None
         if live.get("data") != desired["data"]:
@@ -703,18 +709,18 @@ class EphemeralRunnerSetReconciler:
     async def _update_status(self, ers: JSON, b: Buckets) -> Result | None:
         """Write the counts when they changed, at most every STATUS_INTERVAL (the phase at
         once); a write held back is made by the requeue this returns."""
-        status = rr.status_of(ers)
+        status = objects.status_of(ers)
         desired = self._counts(ers, b)
         phase = desired["phase"]
         if all(status.get(k) == v for k, v in desired.items()):
             return None
-        uid = str(rr.meta(ers).get("uid"))
+        uid = str(objects.meta(ers).get("uid"))
         since = time.monotonic() - self._status_written.get(uid, float("-inf"))
         if since < STATUS_INTERVAL and status.get("phase") == phase:
             return Result(requeue_after=STATUS_INTERVAL - since)
         try:
             await self.kube.patch_status(EPHEMERAL_RUNNER_SETS, ers, {"status": desired})
-        except kerr.NotFound:
+        except kerrors.NotFound:
             return None
         self._status_written[uid] = time.monotonic()
         return None
@@ -743,7 +749,7 @@ def _sooner(result: Result | None, wait: float | None) -> Result | None:
 
 
 def _age(obj: Mapping[str, Any], now: float) -> float:
-    created = parse_time(rr.meta(obj).get("creationTimestamp"))
+    created = objects.parse_time(objects.meta(obj).get("creationTimestamp"))
     return now - created.timestamp() if created else 0.0
 
 

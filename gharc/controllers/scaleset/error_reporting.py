@@ -15,8 +15,8 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 
-from gharc.github import errors as gh
-from gharc.kube import errors as kube
+from gharc.github import errors as gherrors
+from gharc.kube import errors as kerrors
 from gharc.kube.reconcile import Request, Result
 
 __all__ = ["REPORTED", "describe", "reconcile_or_wait_for_github"]
@@ -24,21 +24,21 @@ __all__ = ["REPORTED", "describe", "reconcile_or_wait_for_github"]
 log = logging.getLogger(__name__)
 
 #: The errors :func:`describe` knows; anything else is a bug and keeps its traceback.
-REPORTED: tuple[type[BaseException], ...] = (gh.GitHubError, kube.Forbidden)
+REPORTED: tuple[type[BaseException], ...] = (gherrors.GitHubError, kerrors.Forbidden)
 
-_GITHUB_REASONS: tuple[tuple[type[gh.GitHubError], str], ...] = (
-    (gh.ConnectionFailed, "GitHubUnreachable"),
-    (gh.Unauthorized, "GitHubUnauthorized"),
-    (gh.RateLimited, "GitHubRateLimited"),
-    (gh.CircuitOpen, "GitHubUnavailable"),
-    (gh.Forbidden, "GitHubForbidden"),
-    (gh.ServerError, "GitHubServerError"),
-    (gh.BadRequest, "GitHubRejected"),
-    (gh.MalformedResponse, "GitHubMalformedResponse"),
+_GITHUB_REASONS: tuple[tuple[type[gherrors.GitHubError], str], ...] = (
+    (gherrors.ConnectionFailed, "GitHubUnreachable"),
+    (gherrors.Unauthorized, "GitHubUnauthorized"),
+    (gherrors.RateLimited, "GitHubRateLimited"),
+    (gherrors.CircuitOpen, "GitHubUnavailable"),
+    (gherrors.Forbidden, "GitHubForbidden"),
+    (gherrors.ServerError, "GitHubServerError"),
+    (gherrors.BadRequest, "GitHubRejected"),
+    (gherrors.MalformedResponse, "GitHubMalformedResponse"),
 )
 
 
-def _github_message(err: gh.GitHubError) -> str:
+def _github_message(err: gherrors.GitHubError) -> str:
     where = " ".join(p for p in (err.method, err.url) if p)
     status = f" (HTTP {err.status})" if err.status is not None else ""
     name = f" [{err.exception_name}]" if err.exception_name else ""
@@ -47,10 +47,10 @@ def _github_message(err: gh.GitHubError) -> str:
 
 def describe(err: BaseException) -> tuple[str, str]:
     """``(reason, message)`` for one of :data:`REPORTED`."""
-    if isinstance(err, gh.GitHubError):
+    if isinstance(err, gherrors.GitHubError):
         reason = next((r for cls, r in _GITHUB_REASONS if isinstance(err, cls)), "GitHubError")
         return reason, f"GitHub: {_github_message(err)}"
-    if isinstance(err, kube.Forbidden):
+    if isinstance(err, kerrors.Forbidden):
         return "KubernetesForbidden", (
             f"Kubernetes API: {err.message} (is the controller's manager Role bound in "
             f"this namespace?)"
@@ -66,7 +66,7 @@ async def reconcile_or_wait_for_github(
     other steps, until then."""
     try:
         return await reconcile(request)
-    except gh.RETRY_LATER as err:
-        wait = gh.retry_delay(err, time.time())
+    except gherrors.RETRY_LATER as err:
+        wait = gherrors.retry_delay(err, time.time())
         log.info("%s: %s; retry in %.0fs", request, err, wait)
         return Result(requeue_after=wait)

@@ -13,10 +13,9 @@ import logging
 from collections.abc import Mapping
 from typing import Any, Protocol
 
-from gharc.kube.events import NORMAL, WARNING
-from gharc.kube.objects import meta as meta_of
+from gharc.kube import objects
 
-__all__ = ["NORMAL", "WARNING", "EventRecorder", "emit"]
+__all__ = ["EventRecorder", "emit"]
 
 log = logging.getLogger(__name__)
 
@@ -33,7 +32,7 @@ async def emit(
     message: str,
 ) -> None:
     """Record one event on ``obj`` and log it; errors are logged, never raised."""
-    meta = meta_of(obj)
+    meta = objects.meta(obj)
     log.info(
         "%s %s/%s: %s: %s",
         obj.get("kind"),

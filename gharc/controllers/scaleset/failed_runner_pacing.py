@@ -19,8 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gharc.controllers.scaleset import conditions as cond
-from gharc.controllers.scaleset import runnerresources as rr
-from gharc.kube.objects import parse_time
+from gharc.kube import objects
 
 JSON = dict[str, Any]
 
@@ -45,17 +44,17 @@ class Streak:
 
 def _epoch(value: Any) -> float:
     """Epoch seconds of a recorded time; an unreadable one is long ago (no wait)."""
-    t = parse_time(value)
+    t = objects.parse_time(value)
     return float("-inf") if t is None else t.timestamp()
 
 
 def read(ers: Mapping[str, Any]) -> Streak:
     """The streak the set's status records (none: a fresh ladder)."""
-    status = rr.status_of(ers)
+    status = objects.status_of(ers)
     when = status.get("lastFailedRunnerReplacementTime")
     if not when:
         return Streak()
-    return Streak(rr.int_or(status.get("failedRunnerReplacements")), _epoch(when))
+    return Streak(objects.int_or(status.get("failedRunnerReplacements")), _epoch(when))
 
 
 def _rfc3339(epoch: float) -> str:
@@ -66,7 +65,7 @@ def _rfc3339(epoch: float) -> str:
 def status_patch(ers: Mapping[str, Any], streak: Streak, held: str | None) -> JSON | None:
     """The status patch recording ``streak`` and the condition (True with ``held`` as its
     message while a runner is held back); None when the status already says so."""
-    status = rr.status_of(ers)
+    status = objects.status_of(ers)
     conditions = status.get("conditions")
     if held is not None:
         wanted = cond.set_condition(

@@ -30,11 +30,12 @@ from typing import Any
 
 from gharc.api.resources import AUTOSCALING_RUNNER_SETS, EPHEMERAL_RUNNER_SETS
 from gharc.api.scaleset import constants as c
-from gharc.controllers.scaleset.events import NORMAL, EventRecorder, emit
+from gharc.controllers.scaleset.events import EventRecorder, emit
+from gharc.kube import errors as kerrors
+from gharc.kube import objects
 from gharc.kube.client import KubeClient, Reader
-from gharc.kube.errors import ApiError, NotFound
+from gharc.kube.events import NORMAL
 from gharc.kube.finalizers import remove_finalizer
-from gharc.kube.objects import meta
 from gharc.kube.resources import SECRETS
 
 __all__ = ["REASON_RELEASED", "REASON_SESSION_RELEASED", "Handoff"]
@@ -106,10 +107,10 @@ class Handoff:
         jobs = []
         if self.sweep_sessions:
             for ers in await self.cache.list(EPHEMERAL_RUNNER_SETS):
-                if c.ANNOTATION_MESSAGE_SESSION_ID in (meta(ers).get("annotations") or {}):
+                if c.ANNOTATION_MESSAGE_SESSION_ID in (objects.meta(ers).get("annotations") or {}):
                     jobs.append(self._drop_session_annotation(ers))
         for ars in await self.cache.list(AUTOSCALING_RUNNER_SETS):
-            if c.ANNOTATION_PROTECTED_GITHUB_SECRET in (meta(ars).get("annotations") or {}):
+            if c.ANNOTATION_PROTECTED_GITHUB_SECRET in (objects.meta(ars).get("annotations") or {}):
                 jobs.append(self._release_secret(ars))
         await asyncio.gather(*jobs, return_exceptions=True)
         log.info(
@@ -123,10 +124,10 @@ class Handoff:
         ns, name = runner_set
         try:
             ers = await self.cache.get(EPHEMERAL_RUNNER_SETS, name, namespace=ns)
-        except NotFound:
+        except kerrors.NotFound:
             try:
                 ers = await self.kube.get(EPHEMERAL_RUNNER_SETS, name, namespace=ns)
-            except ApiError as err:
+            except kerrors.ApiError as err:
                 log.info("no event for the released session of %s/%s: %s", ns, name, err)
                 return
         await emit(
@@ -145,17 +146,19 @@ class Handoff:
                 ers,
                 {"metadata": {"annotations": {c.ANNOTATION_MESSAGE_SESSION_ID: None}}},
             )
-        except (NotFound, ApiError) as err:
+        except (kerrors.NotFound, kerrors.ApiError) as err:
             log.warning("removing the session annotation of %s failed: %s", _name(ers), err)
             return
         self.released_annotations += 1
 
     async def _release_secret(self, ars: JSON) -> None:
         """Finalizer off the recorded Secret, then the record off the AutoscalingRunnerSet."""
-        ns = str(meta(ars).get("namespace"))
-        name = str((meta(ars).get("annotations") or {}).get(c.ANNOTATION_PROTECTED_GITHUB_SECRET))
+        ns = str(objects.meta(ars).get("namespace"))
+        name = str(
+            (objects.meta(ars).get("annotations") or {}).get(c.ANNOTATION_PROTECTED_GITHUB_SECRET)
+        )
         try:
-            with contextlib.suppress(NotFound):
+            with contextlib.suppress(kerrors.NotFound):
                 secret = await self.kube.get(SECRETS, name, namespace=ns)
                 await remove_finalizer(
                     self.kube, SECRETS, secret, c.FINALIZER_GITHUB_SECRET_PROTECTION
@@ -165,7 +168,7 @@ class Handoff:
                 ars,
                 {"metadata": {"annotations": {c.ANNOTATION_PROTECTED_GITHUB_SECRET: None}}},
             )
-        except (NotFound, ApiError) as err:
+        except (kerrors.NotFound, kerrors.ApiError) as err:
             log.warning("releasing the GitHub Secret of %s failed: %s", _name(ars), err)
             return
         self.released_secrets += 1
@@ -180,4 +183,4 @@ class Handoff:
 
 
 def _name(obj: JSON) -> str:
-    return f"{meta(obj).get('namespace')}/{meta(obj).get('name')}"
+    return f"{objects.meta(obj).get('namespace')}/{objects.meta(obj).get('name')}"

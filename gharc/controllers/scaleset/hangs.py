@@ -29,10 +29,12 @@ from gharc.api.resources import EPHEMERAL_RUNNERS
 from gharc.api.scaleset import constants as c
 from gharc.api.scaleset.views import EphemeralRunnerView
 from gharc.controllers.scaleset import runnerresources as rr
-from gharc.controllers.scaleset.events import WARNING, EventRecorder, emit
+from gharc.controllers.scaleset.events import EventRecorder, emit
 from gharc.controllers.scaleset.options import ScaleSetOptions
-from gharc.kube import errors as kerr
+from gharc.kube import errors as kerrors
+from gharc.kube import objects
 from gharc.kube.client import KubeClient
+from gharc.kube.events import WARNING
 from gharc.kube.resources import PODS
 
 log = logging.getLogger(__name__)
@@ -57,7 +59,7 @@ def looks_hung(er: JSON, registered: set[int]) -> bool:
         rid
         and rid not in registered
         and runner.has_job
-        and not rr.is_deleting(er)
+        and not objects.is_deleting(er)
         and runner.is_running
     )
 
@@ -79,7 +81,7 @@ class HangReaper:
         for er in runners:
             if not looks_hung(er, registered):
                 continue
-            uid = str(rr.meta(er).get("uid") or "")
+            uid = str(objects.meta(er).get("uid") or "")
             seen.add(uid)
             since = self._since.setdefault(uid, now)
             if now - since >= self.timeout:
@@ -107,7 +109,7 @@ class HangReaper:
                 rr.phase_status(c.PHASE_SUCCEEDED, "RunnerHung", message),
                 optimistic_lock=True,
             )
-        except (kerr.NotFound, kerr.Conflict):
+        except (kerrors.NotFound, kerrors.Conflict):
             return  # gone, or changed since the cache saw it: the next pass looks again
         await self.kube.delete(PODS, c.runner_pod_name(name), namespace=ns, missing_ok=True)
         HUNG_RUNNERS.labels(namespace=ns).inc()

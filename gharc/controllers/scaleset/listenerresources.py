@@ -32,12 +32,9 @@ from gharc.controllers.scaleset.labels import filter_and_merge_labels
 from gharc.controllers.scaleset.options import ScaleSetOptions
 from gharc.github.config import InvalidConfigUrl, parse_config_url
 from gharc.github.proxy import ProxySettings
+from gharc.kube import objects
 from gharc.kube.handler import owner_reference
 from gharc.kube.logging import LOG_LEVELS
-from gharc.kube.objects import decode_secret_data
-from gharc.kube.objects import meta as _meta
-from gharc.kube.objects import semantically_equal as semantically_equal  # re-export
-from gharc.kube.objects import spec_of as _spec
 from gharc.kube.serving import host_port, serving_address
 from gharc.listener import metric_limits as ml
 
@@ -102,7 +99,7 @@ def _resource_meta(spec: Mapping[str, Any], key: str) -> tuple[dict[str, str], d
 
 def listener_labels(ars: Mapping[str, Any], options: ScaleSetOptions) -> dict[str, str]:
     """Labels of the AutoscalingListener (§5.2): computed keys win over user metadata."""
-    meta, spec = _meta(ars), _spec(ars)
+    meta, spec = objects.meta(ars), objects.spec_of(ars)
     ars_labels = dict(meta.get("labels") or {})
     computed = filter_and_merge_labels(
         ars_labels,
@@ -130,7 +127,7 @@ def listener_labels(ars: Mapping[str, Any], options: ScaleSetOptions) -> dict[st
 def capped_max_runners(ars: Mapping[str, Any], options: ScaleSetOptions) -> int:
     """The set's ``maxRunners`` within ``--max-runners-per-scale-set``: the listener never
     asks for more, whatever minRunners, a scheduled override or the job queue say."""
-    asked = c.max_runners_or_unlimited(_spec(ars).get("maxRunners"))
+    asked = c.max_runners_or_unlimited(objects.spec_of(ars).get("maxRunners"))
     cap = options.max_runners_per_scale_set
     return min(asked, cap) if cap > 0 else asked
 
@@ -141,7 +138,7 @@ def runner_cap_exceeded(ars: Mapping[str, Any], options: ScaleSetOptions) -> str
     if cap <= 0:
         return None
     view = AutoscalingRunnerSetView(ars)
-    asked = c.max_runners_or_unlimited(_spec(ars).get("maxRunners"))
+    asked = c.max_runners_or_unlimited(objects.spec_of(ars).get("maxRunners"))
     if asked <= cap and view.min_runners <= cap:
         return None
     what = f"maxRunners {asked}" if asked != c.MAX_RUNNERS_UNLIMITED else "no maxRunners"
@@ -160,7 +157,7 @@ def desired_listener(ars: Mapping[str, Any], options: ScaleSetOptions) -> JSON:
     the listener itself, and the listener reconciler deletes itself when its ARS is gone.
     Raises ``ValueError`` when the ARS has no valid ``runner-scale-set-id`` yet.
     """
-    meta, spec = _meta(ars), _spec(ars)
+    meta, spec = objects.meta(ars), objects.spec_of(ars)
     view = AutoscalingRunnerSetView(ars)
     scale_set_id = view.scale_set_id
     if scale_set_id is None:
@@ -208,9 +205,9 @@ def desired_listener(ars: Mapping[str, Any], options: ScaleSetOptions) -> JSON:
 
 def listener_needs_rebuild(live: Mapping[str, Any], desired: Mapping[str, Any]) -> bool:
     """True when the live listener differs from ``desired`` in spec, labels or annotations."""
-    if not semantically_equal(_spec(live), _spec(desired)):
+    if not objects.semantically_equal(objects.spec_of(live), objects.spec_of(desired)):
         return True
-    lm, dm = _meta(live), _meta(desired)
+    lm, dm = objects.meta(live), objects.meta(desired)
     return not (
         contains_all(lm.get("labels"), dm.get("labels"))
         and contains_all(lm.get("annotations"), dm.get("annotations"))
@@ -231,7 +228,7 @@ def _scale_set_labels(listener: Mapping[str, Any]) -> dict[str, str]:
 
 def rbac_labels(listener: Mapping[str, Any]) -> dict[str, str]:
     """Labels of the Role/RoleBinding: how their watch events find the listener (§8)."""
-    meta = _meta(listener)
+    meta = objects.meta(listener)
     return {
         **dict(meta.get("labels") or {}),
         **_scale_set_labels(listener),
@@ -243,7 +240,7 @@ def rbac_labels(listener: Mapping[str, Any]) -> dict[str, str]:
 def _with_user_meta(
     listener: Mapping[str, Any], key: str, computed: dict[str, str], options: ScaleSetOptions
 ) -> tuple[dict[str, str], dict[str, str]]:
-    user_labels, user_annotations = _resource_meta(_spec(listener), key)
+    user_labels, user_annotations = _resource_meta(objects.spec_of(listener), key)
     labels = filter_and_merge_labels(
         user_labels, computed, options.exclude_label_propagation_prefixes
     )
@@ -252,7 +249,7 @@ def _with_user_meta(
 
 def listener_service_account(listener: Mapping[str, Any], options: ScaleSetOptions) -> JSON:
     """The listener's ServiceAccount (controller namespace, owned by the listener)."""
-    meta = _meta(listener)
+    meta = objects.meta(listener)
     labels, annotations = _with_user_meta(
         listener,
         "serviceAccountMetadata",
@@ -277,7 +274,7 @@ def _rbac_object(
     labels, annotations = _with_user_meta(listener, meta_key, rbac_labels(listener), options)
     out_meta: JSON = {
         "name": name,
-        "namespace": _spec(listener).get("autoscalingRunnerSetNamespace"),
+        "namespace": objects.spec_of(listener).get("autoscalingRunnerSetNamespace"),
         "labels": labels,
     }
     if annotations:
@@ -287,7 +284,7 @@ def _rbac_object(
 
 def listener_role(listener: Mapping[str, Any], options: ScaleSetOptions) -> JSON:
     """Role in the ARS namespace: patch its own ERS, patch runners and their status only."""
-    name = c.listener_role_name(str(_meta(listener)["name"]))
+    name = c.listener_role_name(str(objects.meta(listener)["name"]))
     return {
         **_rbac_object(listener, options, "Role", name, "roleMetadata"),
         "rules": c.listener_role_rules([AutoscalingListenerView(listener).ers_name]),
@@ -296,7 +293,7 @@ def listener_role(listener: Mapping[str, Any], options: ScaleSetOptions) -> JSON
 
 def listener_role_binding(listener: Mapping[str, Any], options: ScaleSetOptions) -> JSON:
     """RoleBinding of the listener's Role to its ServiceAccount (across namespaces)."""
-    meta = _meta(listener)
+    meta = objects.meta(listener)
     name = str(meta["name"])
     binding = c.listener_role_binding_name(name)
     return {
@@ -421,7 +418,7 @@ def listener_config_secret(
     listener: Mapping[str, Any], config: Mapping[str, Any], options: ScaleSetOptions
 ) -> JSON:
     """Secret ``<listener>-config`` with key ``config.json`` (owned by the listener)."""
-    meta = _meta(listener)
+    meta = objects.meta(listener)
     labels, annotations = _with_user_meta(listener, "configSecretMetadata", {}, options)
     out_meta: JSON = {
         "name": c.listener_config_secret_name(str(meta["name"])),
@@ -444,12 +441,12 @@ def listener_config_secret(
 
 def decoded_secret_data(secret: Mapping[str, Any]) -> dict[str, str]:
     """A Secret's data, decoded leniently: it is only compared, desired against live."""
-    return decode_secret_data(secret, errors="replace")
+    return objects.decode_secret_data(secret, errors="replace")
 
 
 def listener_proxy_secret(listener: Mapping[str, Any], data: Mapping[str, str]) -> JSON:
     """Secret ``<listener>-proxy`` with ``http_proxy``/``https_proxy``/``no_proxy``."""
-    meta = _meta(listener)
+    meta = objects.meta(listener)
     return {
         "apiVersion": "v1",
         "kind": "Secret",
@@ -465,10 +462,10 @@ def listener_proxy_secret(listener: Mapping[str, Any], data: Mapping[str, str]) 
 
 
 def _proxy_env(listener: Mapping[str, Any]) -> list[JSON]:
-    proxy = _spec(listener).get("proxy") or {}
+    proxy = objects.spec_of(listener).get("proxy") or {}
     if not proxy:
         return []
-    secret = c.listener_proxy_secret_name(str(_meta(listener)["name"]))
+    secret = c.listener_proxy_secret_name(str(objects.meta(listener)["name"]))
     keys = []
     if proxy.get("http"):
         keys.append(c.ENV_HTTP_PROXY)
@@ -486,7 +483,7 @@ def listener_template_violations(
     if options.allow_unrestricted_listener_template:
         return []
     return policy.template_violations(
-        _spec(listener).get("template"),
+        objects.spec_of(listener).get("template"),
         allowed_pull_secrets=options.listener_image_pull_secrets,
         root="spec.template",
     )
@@ -502,7 +499,7 @@ def listener_pod(listener: Mapping[str, Any], options: ScaleSetOptions) -> JSON:
     :class:`~gharc.controllers.scaleset.listenerpolicy.ListenerTemplateForbidden` rather than
     build a pod from a forbidden template (the reconcilers refuse it before they get here).
     """
-    meta, spec = _meta(listener), _spec(listener)
+    meta, spec = objects.meta(listener), objects.spec_of(listener)
     name = str(meta["name"])
     container: JSON = {
         "name": c.LISTENER_CONTAINER_NAME,
@@ -564,7 +561,7 @@ def listener_pod(listener: Mapping[str, Any], options: ScaleSetOptions) -> JSON:
 
 def _keep_default_security_contexts(pod: JSON, template: Mapping[str, Any]) -> None:
     """ARC's merge drops a security context the template does not set; keep ours then."""
-    tspec = _spec(template)
+    tspec = objects.spec_of(template)
     spec = pod["spec"]
     if tspec.get("securityContext") is None:
         spec["securityContext"] = copy.deepcopy(dict(policy.RESTRICTED_POD_SECURITY_CONTEXT))
@@ -588,7 +585,7 @@ def merge_restricted_listener_template(pod: JSON, template: Mapping[str, Any]) -
     ``runAsNonRoot`` and the seccomp profile.
     """
     _merge_template_metadata(pod, template)
-    tspec = _spec(template)
+    tspec = objects.spec_of(template)
     spec = pod.setdefault("spec", {})
     listener = spec["containers"][0]
     for tc in tspec.get("containers") or []:
@@ -695,7 +692,7 @@ def _merge_container(base: JSON, tmpl: Mapping[str, Any]) -> None:
 
 def _merge_template_metadata(pod: JSON, template: Mapping[str, Any]) -> None:
     """Template labels/annotations are added where the key is absent (ours win)."""
-    tmeta = _meta(template)
+    tmeta = objects.meta(template)
     meta = pod.setdefault("metadata", {})
     for key in ("labels", "annotations"):
         extra = tmeta.get(key) or {}
@@ -715,7 +712,7 @@ def merge_listener_pod_template(pod: JSON, template: Mapping[str, Any]) -> JSON:
     Used only under ``--allow-unrestricted-listener-template``.
     """
     _merge_template_metadata(pod, template)
-    tspec = _spec(template)
+    tspec = objects.spec_of(template)
     spec = pod.setdefault("spec", {})
     containers: list[JSON] = spec.setdefault("containers", [])
     for tc in tspec.get("containers") or []:

@@ -28,14 +28,14 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from gharc.controllers.scaleset.deps import ScaleSetDeps
-from gharc.kube import errors as kerr
+from gharc.kube import errors as kerrors
+from gharc.kube import objects
 from gharc.kube.builder import Builder
 from gharc.kube.cache import Cache
 from gharc.kube.client import KubeClient
 from gharc.kube.controller import Controller
 from gharc.kube.informer import compact
 from gharc.kube.manager import ManagerLike
-from gharc.kube.objects import is_deleting, meta, parse_time, spec_of, status_of
 from gharc.kube.reconcile import Request, Result
 from gharc.kube.resources import NODES, PODS
 
@@ -51,8 +51,12 @@ _TERMINAL = ("Succeeded", "Failed")
 def slim_node(obj: dict[str, Any]) -> dict[str, Any]:
     """A cached Node: its name and its Ready condition, nothing else (a Node's images,
     addresses and labels are most of its size, and this controller reads none of them)."""
-    md = meta(obj)
-    ready = [cond for cond in status_of(obj).get("conditions") or () if cond.get("type") == "Ready"]
+    md = objects.meta(obj)
+    ready = [
+        cond
+        for cond in objects.status_of(obj).get("conditions") or ()
+        if cond.get("type") == "Ready"
+    ]
     return compact(
         {
             "apiVersion": obj.get("apiVersion", "v1"),
@@ -64,7 +68,7 @@ def slim_node(obj: dict[str, Any]) -> dict[str, Any]:
 
 
 def _parse(value: Any) -> float | None:
-    t = parse_time(value)
+    t = objects.parse_time(value)
     return None if t is None else t.timestamp()
 
 
@@ -76,7 +80,7 @@ def lost_since(node: Mapping[str, Any] | None) -> float | None:
     """
     if node is None:
         return 0.0
-    for cond in status_of(node).get("conditions") or ():
+    for cond in objects.status_of(node).get("conditions") or ():
         if cond.get("type") == "Ready" and str(cond.get("status")) != "True":
             return _parse(cond.get("lastTransitionTime")) or 0.0
     return None
@@ -85,7 +89,7 @@ def lost_since(node: Mapping[str, Any] | None) -> float | None:
 def pod_to_node(obj: Mapping[str, Any]) -> Iterable[Request]:
     """A runner or listener pod's events wake its node, so a pod that reaches a lost
     node's list after the node's own event is still seen (level-triggered)."""
-    node = spec_of(obj).get("nodeName")
+    node = objects.spec_of(obj).get("nodeName")
     return [Request("", str(node))] if node else []
 
 
@@ -98,7 +102,7 @@ def lost_pod_status(pod: Mapping[str, Any], node: str, now: float) -> JSON:
     the containers die, plus the disruption condition the pod garbage collector adds."""
     ts = _rfc3339(now)
     message = f"node {node} was lost (not Ready or deleted); its containers are gone"
-    status = status_of(pod)
+    status = objects.status_of(pod)
     containers = []
     for cs in status.get("containerStatuses") or ():
         cs = dict(cs)
@@ -151,7 +155,7 @@ class NodeLossReconciler:
     async def reconcile(self, request: Request) -> Result | None:
         try:
             node: JSON | None = await self.cache.get(NODES, request.name)
-        except kerr.NotFound:
+        except kerrors.NotFound:
             node = None
         since = lost_since(node)
         if since is None:
@@ -160,25 +164,27 @@ class NodeLossReconciler:
         if now < since + self.timeout:
             return Result(requeue_after=since + self.timeout - now)
         pods = [
-            p for p in await self.cache.list(PODS) if spec_of(p).get("nodeName") == request.name
+            p
+            for p in await self.cache.list(PODS)
+            if objects.spec_of(p).get("nodeName") == request.name
         ]
         for pod in pods:
             await self._declare_dead(pod, request.name, now)
         return None
 
     async def _declare_dead(self, pod: JSON, node: str, now: float) -> None:
-        md = meta(pod)
+        md = objects.meta(pod)
         where = f"{md.get('namespace')}/{md.get('name')}"
         try:
-            if status_of(pod).get("phase") not in _TERMINAL:
+            if objects.status_of(pod).get("phase") not in _TERMINAL:
                 log.warning("%s: node %s is lost; marking the pod Failed", where, node)
                 await self.kube.patch_status(PODS, pod, {"status": lost_pod_status(pod, node, now)})
-            if is_deleting(pod):
+            if objects.is_deleting(pod):
                 # NB: nothing on a lost node will ever finish a graceful deletion.
                 await self.kube.delete(
                     PODS, pod, uid=md.get("uid"), grace_period_seconds=0, missing_ok=True
                 )
-        except kerr.NotFound:
+        except kerrors.NotFound:
             return
 
 

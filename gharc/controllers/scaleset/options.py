@@ -12,20 +12,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from gharc.api.scaleset import constants as c
-from gharc.controllers.settings import (
-    LISTENER_MODE_IN_PROCESS,
-    LISTENER_MODE_POD,
-    LISTENER_MODES,
-    ControllerSettings,
-)
+from gharc.controllers.settings import LISTENER_MODE_IN_PROCESS, ControllerSettings
 from gharc.listener.restart_ladder import LISTENER_RESTART_LADDER
 
 __all__ = [
     "FAILED_RUNNER_REPLACE_BACKOFF",
     "FAILED_RUNNER_WINDOW",
-    "LISTENER_MODES",
-    "LISTENER_MODE_IN_PROCESS",
-    "LISTENER_MODE_POD",
     "RUNNER_FAILURE_BACKOFF",
     "ScaleSetOptions",
 ]
@@ -117,3 +109,9 @@ class ScaleSetOptions:
     does (extra containers, volumes, host namespaces...). Only for single-tenant clusters:
     the listener pod runs in the controller's namespace (see docs/security.md)."""
     user_agent: str = field(default=f"{c.USER_AGENT_PREFIX}gharc")
+
+    @property
+    def listener_in_process(self) -> bool:
+        """Listeners run as tasks of this process (``--listener-mode InProcess``); the
+        reconcilers ask this rather than compare the flag's value themselves."""
+        return self.listener_mode == LISTENER_MODE_IN_PROCESS

@@ -35,19 +35,19 @@ from typing import Any
 
 from gharc.api.resources import EPHEMERAL_RUNNER_SETS, EPHEMERAL_RUNNERS
 from gharc.api.scaleset.views import EphemeralRunnerSetView, EphemeralRunnerView
-from gharc.controllers.scaleset import runnerresources as rr
 from gharc.controllers.scaleset.credentials import ClientResolver, ConfigurationError, GitHubTarget
 from gharc.controllers.scaleset.deps import ScaleSetDeps
 from gharc.controllers.scaleset.ephemeralrunner import now as wall_now
-from gharc.controllers.scaleset.events import WARNING, EventRecorder, emit
+from gharc.controllers.scaleset.events import EventRecorder, emit
 from gharc.controllers.scaleset.hangs import DEFAULT_HANG_TIMEOUT, HangReaper
 from gharc.controllers.scaleset.options import ScaleSetOptions
-from gharc.github import errors as gh
+from gharc.github import errors as gherrors
 from gharc.github.actions import ActionsClient
+from gharc.kube import objects
 from gharc.kube.cache import Cache
 from gharc.kube.client import KubeClient
+from gharc.kube.events import WARNING
 from gharc.kube.manager import ManagerLike
-from gharc.kube.objects import parse_time
 from gharc.kube.shardfence import acting_for
 
 log = logging.getLogger(__name__)
@@ -136,7 +136,7 @@ class OrphanReconciler:
         for ers in await self.cache.list(EPHEMERAL_RUNNER_SETS):
             view = EphemeralRunnerSetView(ers)
             ss_id = view.scale_set_id
-            if ss_id and not rr.is_deleting(ers):
+            if ss_id and not objects.is_deleting(ers):
                 groups.setdefault((view.github_config_url, ss_id), []).append(ers)
         runners = await self.cache.list(EPHEMERAL_RUNNERS)
         seen_orphans: set[tuple[int, int]] = set()
@@ -148,7 +148,7 @@ class OrphanReconciler:
             try:
                 with acting_for(shard):
                     await self._sweep_scale_set(ss_id, sets, runners, seen_orphans)
-            except (gh.GitHubError, ConfigurationError) as err:
+            except (gherrors.GitHubError, ConfigurationError) as err:
                 log.info("registration reconcile of scale set %d skipped: %s", ss_id, err)
         # Drift that healed (or whose objects went away) starts its grace afresh next time.
         self._orphan_since = {k: v for k, v in self._orphan_since.items() if k in seen_orphans}
@@ -164,7 +164,7 @@ class OrphanReconciler:
     ) -> None:
         owner = sets[0]
         spec = EphemeralRunnerSetView(owner).runner_spec
-        ns = str(rr.meta(owner).get("namespace"))
+        ns = str(objects.meta(owner).get("namespace"))
         client = await self.resolver.client_for(GitHubTarget.from_spec(ns, spec))
         at_github = await list_scale_set_runners(client, ss_id)
         registered = {r.id for r in at_github}
@@ -172,12 +172,12 @@ class OrphanReconciler:
             er
             for er in runners
             if EphemeralRunnerView(er).scale_set_id == ss_id
-            and str(rr.meta(er).get("namespace"))
-            in {str(rr.meta(s).get("namespace")) for s in sets}
+            and str(objects.meta(er).get("namespace"))
+            in {str(objects.meta(s).get("namespace")) for s in sets}
         ]
         held_ids = {rid for rid in (EphemeralRunnerView(er).runner_id for er in mine) if rid}
-        held_names = {str(rr.meta(er).get("name")) for er in mine}
-        sets_by_uid = {str(rr.meta(s).get("uid")): s for s in sets}
+        held_names = {str(objects.meta(er).get("name")) for er in mine}
+        sets_by_uid = {str(objects.meta(s).get("uid")): s for s in sets}
         if self._hangs is not None:
             self._hung_seen |= await self._hangs.check(mine, registered)
         now = self.clock()
@@ -188,7 +188,7 @@ class OrphanReconciler:
             if (
                 not rid
                 or rid in registered
-                or rr.is_deleting(er)
+                or objects.is_deleting(er)
                 or runner.has_job
                 or not runner.is_running
             ):
@@ -196,7 +196,7 @@ class OrphanReconciler:
             # Registered for at least the grace (registration follows creation within
             # seconds): a fresh runner is never mistaken, and an old one whose registration
             # is gone is replaced at the first pass that sees it, not one interval later.
-            created = parse_time(rr.meta(er).get("creationTimestamp"))
+            created = objects.parse_time(objects.meta(er).get("creationTimestamp"))
             if created is None or (wall_now() - created).total_seconds() < self.grace:
                 continue
             ers = self._owner_set(er, sets_by_uid) or owner
@@ -205,7 +205,7 @@ class OrphanReconciler:
                 ers,
                 WARNING,
                 "RunnerRegistrationGone",
-                f"runner {rid} of EphemeralRunner {rr.meta(er).get('name')} is no longer "
+                f"runner {rid} of EphemeralRunner {objects.meta(er).get('name')} is no longer "
                 "registered at GitHub and cannot get a job; deleting it so the set replaces it",
             )
             await self.kube.delete(EPHEMERAL_RUNNERS, er, missing_ok=True)
@@ -220,7 +220,7 @@ class OrphanReconciler:
                 continue
             try:
                 await client.remove_runner(r.id)
-            except (gh.AgentNotFound, gh.JobStillRunning):
+            except (gherrors.AgentNotFound, gherrors.JobStillRunning):
                 continue
             self._orphan_since.pop(key, None)
             await emit(
@@ -234,7 +234,7 @@ class OrphanReconciler:
 
     @staticmethod
     def _owner_set(er: JSON, sets_by_uid: dict[str, JSON]) -> JSON | None:
-        for ref in rr.meta(er).get("ownerReferences") or ():
+        for ref in objects.meta(er).get("ownerReferences") or ():
             found = sets_by_uid.get(str(ref.get("uid")))
             if found is not None:
                 return found

@@ -14,7 +14,7 @@ from typing import Any
 
 from gharc.api.scaleset import constants as c
 from gharc.api.scaleset.views import EphemeralRunnerView
-from gharc.kube.objects import status_of
+from gharc.kube import objects
 
 #: Pod ``status.reason`` values that mean the pod is gone for good, whatever its phase.
 _DEAD_POD_REASONS = frozenset({"Evicted", "NodeLost", "UnexpectedAdmissionError", "Shutdown"})
@@ -30,7 +30,7 @@ class PodVerdict:
 
 
 def _runner_status(pod: Mapping[str, Any]) -> Mapping[str, Any] | None:
-    for cs in status_of(pod).get("containerStatuses") or ():
+    for cs in objects.status_of(pod).get("containerStatuses") or ():
         if cs.get("name") == c.RUNNER_CONTAINER_NAME:
             return dict(cs)
     return None
@@ -43,7 +43,7 @@ def _terminated(cs: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
 
 
 def _failed_init_container(pod: Mapping[str, Any]) -> Mapping[str, Any] | None:
-    for cs in status_of(pod).get("initContainerStatuses") or ():
+    for cs in objects.status_of(pod).get("initContainerStatuses") or ():
         term = _terminated(cs)
         if term is not None and int(term.get("exitCode") or 0) != 0:
             return dict(cs)
@@ -52,7 +52,7 @@ def _failed_init_container(pod: Mapping[str, Any]) -> Mapping[str, Any] | None:
 
 def judge_pod(pod: Mapping[str, Any]) -> PodVerdict:
     """Classify a runner pod (spec §10.1 step 10, behaviours B2)."""
-    status = status_of(pod)
+    status = objects.status_of(pod)
     phase = str(status.get("phase") or "")
     reason = str(status.get("reason") or "")
     message = str(status.get("message") or "")
@@ -86,7 +86,9 @@ def judge_pod(pod: Mapping[str, Any]) -> PodVerdict:
 def pod_ready(pod: Mapping[str, Any]) -> bool:
     """Status of the newest PodReady condition (ARC takes the latest lastTransitionTime)."""
     conditions = [
-        cond for cond in status_of(pod).get("conditions") or () if cond.get("type") == "Ready"
+        cond
+        for cond in objects.status_of(pod).get("conditions") or ()
+        if cond.get("type") == "Ready"
     ]
     if not conditions:
         return False

@@ -10,9 +10,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from gharc.kube import errors as kerrors
 from gharc.kube import finalizers
 from gharc.kube.client import KubeClient
-from gharc.kube.errors import NotFound
 from gharc.kube.resources import Resource
 
 
@@ -22,5 +22,5 @@ async def remove_finalizer(
     """:func:`gharc.kube.finalizers.remove_finalizer`, where an object already gone is fine."""
     try:
         await finalizers.remove_finalizer(kube, resource, obj, finalizer)
-    except NotFound:
+    except kerrors.NotFound:
         pass

@@ -24,10 +24,10 @@ from gharc.api.scaleset import constants as c
 from gharc.api.scaleset.views import EphemeralRunnerSetView
 from gharc.controllers.scaleset.credentials import ClientResolver, GitHubTarget
 from gharc.controllers.scaleset.handoff import Handoff
-from gharc.github.errors import GitHubError
+from gharc.github import errors as gherrors
 from gharc.github.pool import ClientPool
+from gharc.kube import objects
 from gharc.kube.client import KubeClient, Reader
-from gharc.kube.objects import meta
 from gharc.kube.resources import Resource
 
 JSON = dict[str, Any]
@@ -59,7 +59,9 @@ async def release_all(
     resolver = ClientResolver(kube, pool)
     failed: set[tuple[str, str]] = set()
     for ers in await kube.list(EPHEMERAL_RUNNER_SETS, namespace=namespace):
-        session_id = (meta(ers).get("annotations") or {}).get(c.ANNOTATION_MESSAGE_SESSION_ID)
+        session_id = (objects.meta(ers).get("annotations") or {}).get(
+            c.ANNOTATION_MESSAGE_SESSION_ID
+        )
         if not session_id:
             continue
         view = EphemeralRunnerSetView(ers)
@@ -67,7 +69,7 @@ async def release_all(
         try:
             client = await resolver.client_for(GitHubTarget.from_spec(key[0], view.runner_spec))
             await client.delete_message_session(view.scale_set_id, str(session_id))
-        except GitHubError as err:
+        except gherrors.GitHubError as err:
             if err.status not in (400, 404):  # gone already: nothing to delete
                 log.warning("deleting session %s of %s/%s failed: %s", session_id, *key, err)
                 failed.add(key)
@@ -123,7 +125,7 @@ class _Without(Reader):
 
 
 def _key(obj: JSON) -> tuple[str, str]:
-    m = meta(obj)
+    m = objects.meta(obj)
     return str(m.get("namespace")), str(m.get("name"))
 
 

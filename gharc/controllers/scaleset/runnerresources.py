@@ -19,19 +19,12 @@ from typing import Any, Final
 from gharc.api.scaleset import constants as c
 from gharc.api.scaleset.models import ProxyConfig
 from gharc.api.scaleset.views import (
-    ANNOTATION_ACTIONABLE_REVISION as ANNOTATION_ACTIONABLE_REVISION,
+    ANNOTATION_ACTIONABLE_REVISION,
+    EphemeralRunnerSetView,
 )
-from gharc.api.scaleset.views import EphemeralRunnerSetView
 from gharc.controllers.scaleset.labels import filter_and_merge_labels, merge_annotations
+from gharc.kube import objects
 from gharc.kube.handler import owner_reference
-from gharc.kube.objects import decode_secret_data
-from gharc.kube.objects import has_finalizer as has_finalizer  # re-export
-from gharc.kube.objects import int_or as int_or  # re-export
-from gharc.kube.objects import is_deleting as is_deleting  # re-export
-from gharc.kube.objects import meta as meta  # re-export
-from gharc.kube.objects import semantically_equal as semantically_equal  # re-export
-from gharc.kube.objects import spec_of as spec_of  # re-export
-from gharc.kube.objects import status_of as status_of  # re-export
 from gharc.kube.store import copy_object
 
 JSON = dict[str, Any]
@@ -63,7 +56,7 @@ def phase_status(
 
 def creation_key(obj: Mapping[str, Any]) -> tuple[str, str]:
     """Sort key: oldest first (RFC 3339 timestamps sort as strings), then by name."""
-    m = meta(obj)
+    m = objects.meta(obj)
     return (str(m.get("creationTimestamp") or ""), str(m.get("name") or ""))
 
 
@@ -76,7 +69,7 @@ def proxy_config(runner_spec: Mapping[str, Any]) -> ProxyConfig | None:
 
 
 def proxy_secret_name(ers: Mapping[str, Any]) -> str:
-    m = meta(ers)
+    m = objects.meta(ers)
     return c.ephemeral_runner_set_proxy_secret_name(str(m["name"]), str(m["namespace"]))
 
 
@@ -96,7 +89,7 @@ def new_ephemeral_runner(ers: Mapping[str, Any]) -> JSON:
     merged under (computed keys win). Both finalizers are set at creation so no runner can
     exist, even for a moment, without its GitHub registration being guarded.
     """
-    m = meta(ers)
+    m = objects.meta(ers)
     view = EphemeralRunnerSetView(ers)
     extra = view.spec.get("ephemeralRunnerMetadata") or {}
     labels = dict(m.get("labels") or {})
@@ -122,7 +115,7 @@ def new_ephemeral_runner(ers: Mapping[str, Any]) -> JSON:
 
 def new_proxy_secret(ers: Mapping[str, Any], data: Mapping[str, str]) -> JSON:
     """The ERS proxy Secret (env var name -> value), labelled with the scale set only."""
-    m = meta(ers)
+    m = objects.meta(ers)
     view = EphemeralRunnerSetView(ers)
     return {
         "apiVersion": "v1",
@@ -144,7 +137,7 @@ def new_proxy_secret(ers: Mapping[str, Any], data: Mapping[str, str]) -> JSON:
 
 
 #: What the EphemeralRunner reconciler reads its JIT config Secret with.
-decode_data = decode_secret_data
+decode_data = objects.decode_secret_data
 
 
 def encode_data(data: Mapping[str, str]) -> dict[str, str]:
@@ -160,13 +153,13 @@ def runner_container(pod_spec: Mapping[str, Any]) -> Mapping[str, Any] | None:
 
 def work_folder(er: Mapping[str, Any]) -> str:
     """The runner container's ``workingDir`` if set (ARC's JIT ``workFolder``), else ``_work``."""
-    container = runner_container(spec_of(er).get("spec") or {}) or {}
+    container = runner_container(objects.spec_of(er).get("spec") or {}) or {}
     return str(container.get("workingDir") or "_work")
 
 
 def has_container_hooks(er: Mapping[str, Any]) -> bool:
     """ARC ``HasContainerHookConfigured()``: kubernetes mode, job pods carry ``runner-pod``."""
-    container = runner_container(spec_of(er).get("spec") or {}) or {}
+    container = runner_container(objects.spec_of(er).get("spec") or {}) or {}
     return any(e.get("name") == c.ENV_RUNNER_CONTAINER_HOOKS for e in container.get("env") or ())
 
 
@@ -181,8 +174,8 @@ def new_jit_secret(
 ) -> JSON:
     """The JIT config Secret of a runner (spec §10.3); metadata only from the user's
     ``ephemeralRunnerConfigSecretMetadata`` (labels filtered)."""
-    m = meta(er)
-    extra = spec_of(er).get("ephemeralRunnerConfigSecretMetadata") or {}
+    m = objects.meta(er)
+    extra = objects.spec_of(er).get("ephemeralRunnerConfigSecretMetadata") or {}
     metadata: JSON = {
         "name": c.runner_jit_secret_name(str(m["name"])),
         "namespace": m["namespace"],
@@ -219,7 +212,7 @@ def runner_env(er: Mapping[str, Any], secret_name: str, user_agent: str) -> list
         {"name": c.ENV_RUNNER_EXTRA_USER_AGENT, "value": user_agent},
         {"name": c.ENV_RUNNER_DEPRECATED_EXIT_CODE, "value": "1"},
     ]
-    spec = spec_of(er)
+    spec = objects.spec_of(er)
     proxy_secret = spec.get("proxySecretRef")
     proxy = proxy_config(spec)
     if proxy_secret and proxy is not None:
@@ -238,11 +231,11 @@ def new_runner_pod(er: Mapping[str, Any], secret: Mapping[str, Any], user_agent:
     ``pod-template-hash`` is a hash of the JIT secret's data, as ARC's effectively is: a
     new registration means a new pod.
     """
-    m = meta(er)
-    template = spec_of(er)
-    tmeta = meta(template)
-    pod_spec: JSON = copy_object(dict(spec_of(template)))
-    secret_name = str(meta(secret).get("name") or m["name"])
+    m = objects.meta(er)
+    template = objects.spec_of(er)
+    tmeta = objects.meta(template)
+    pod_spec: JSON = copy_object(dict(objects.spec_of(template)))
+    secret_name = str(objects.meta(secret).get("name") or m["name"])
     for container in pod_spec.get("containers") or ():
         if container.get("name") == c.RUNNER_CONTAINER_NAME:
             container["env"] = list(container.get("env") or ()) + runner_env(

@@ -21,10 +21,10 @@ from typing import Any
 
 from gharc.api.resources import AUTOSCALING_RUNNER_SETS
 from gharc.api.scaleset import constants as c
+from gharc.kube import errors as kerrors
+from gharc.kube import objects
 from gharc.kube.client import KubeClient, Reader
-from gharc.kube.errors import NotFound
 from gharc.kube.finalizers import add_finalizer, remove_finalizer
-from gharc.kube.objects import has_finalizer, is_deleting, meta, spec_of
 from gharc.kube.resources import SECRETS
 
 __all__ = ["SecretProtection"]
@@ -35,11 +35,11 @@ JSON = dict[str, Any]
 
 
 def _secret_name(ars: Mapping[str, Any]) -> str:
-    return str(spec_of(ars).get("githubConfigSecret") or "")
+    return str(objects.spec_of(ars).get("githubConfigSecret") or "")
 
 
 def _recorded(ars: Mapping[str, Any]) -> str:
-    annotations = meta(ars).get("annotations") or {}
+    annotations = objects.meta(ars).get("annotations") or {}
     return str(annotations.get(c.ANNOTATION_PROTECTED_GITHUB_SECRET) or "")
 
 
@@ -60,9 +60,9 @@ class SecretProtection:
             return ars
         try:
             secret = await self.kube.get(SECRETS, name, namespace=ns)
-        except NotFound:
+        except kerrors.NotFound:
             return ars  # validation reports the missing Secret
-        if not is_deleting(secret) and not has_finalizer(
+        if not objects.is_deleting(secret) and not objects.has_finalizer(
             secret, c.FINALIZER_GITHUB_SECRET_PROTECTION
         ):
             await add_finalizer(self.kube, SECRETS, secret, c.FINALIZER_GITHUB_SECRET_PROTECTION)
@@ -92,13 +92,13 @@ class SecretProtection:
             return
         uid = ars["metadata"].get("uid")
         for other in await self.cache.list(AUTOSCALING_RUNNER_SETS, namespace=ns):
-            if meta(other).get("uid") == uid or is_deleting(other):
+            if objects.meta(other).get("uid") == uid or objects.is_deleting(other):
                 continue
             if _secret_name(other) == name:
                 return  # still needed by another scale set
         try:
             secret = await self.kube.get(SECRETS, name, namespace=ns)
-        except NotFound:
+        except kerrors.NotFound:
             return
         await remove_finalizer(self.kube, SECRETS, secret, c.FINALIZER_GITHUB_SECRET_PROTECTION)
         self._protected = {k for k in self._protected if k[:2] != (ns, name)}

@@ -30,10 +30,10 @@ from typing import Any
 from gharc.api.resources import AUTOSCALING_LISTENERS, EPHEMERAL_RUNNER_SETS, EPHEMERAL_RUNNERS
 from gharc.api.scaleset import constants as c
 from gharc.api.scaleset.views import AutoscalingListenerView
+from gharc.kube import objects
 from gharc.kube.cache import Cache
 from gharc.kube.controller import Controller
 from gharc.kube.informer import Informer
-from gharc.kube.objects import meta
 from gharc.kube.reconcile import Request
 from gharc.kube.shards import shard_of
 
@@ -47,13 +47,13 @@ Resolve = Callable[[Request], Key | None]
 
 def scale_set_of_labels(obj: Mapping[str, Any]) -> Key | None:
     """The scale set an object names in its ``actions.github.com/scale-set-*`` labels."""
-    labels = meta(obj).get("labels") or {}
+    labels = objects.meta(obj).get("labels") or {}
     ns, name = labels.get(c.LABEL_SCALE_SET_NAMESPACE), labels.get(c.LABEL_SCALE_SET_NAME)
     return (str(ns), str(name)) if ns and name else None
 
 
 def _owner(obj: Mapping[str, Any], kind: str) -> str:
-    for ref in meta(obj).get("ownerReferences") or ():
+    for ref in objects.meta(obj).get("ownerReferences") or ():
         if ref.get("kind") == kind and ref.get("controller"):
             return str(ref.get("name") or "")
     return ""
@@ -151,7 +151,7 @@ class Sharding:
 
     def runner_set_shard(self, runner_set: Mapping[str, Any]) -> int | None:
         """The shard of an EphemeralRunnerSet's scale set when held here, else None."""
-        m = meta(runner_set)
+        m = objects.meta(runner_set)
         ns = str(m.get("namespace") or "")
         owner = _owner(runner_set, "AutoscalingRunnerSet")
         key = scale_set_of_labels(runner_set) or ((ns, owner) if owner else None)

@@ -27,8 +27,8 @@ from gharc.api.resources import (
 )
 from gharc.api.scaleset import constants as c
 from gharc.controllers.main import ControllerArgs, run_controller
+from gharc.kube import errors as kerrors
 from gharc.kube.client import KubeClient
-from gharc.kube.errors import NotFound
 from gharc.kube.resources import EVENTS, PODS, SECRETS, Resource
 from testworld.sim.github import FakeGitHubServer
 from testworld.wait import eventually
@@ -84,7 +84,7 @@ class World:
     ) -> JSON | None:
         try:
             return await self.kube.get(resource, name, namespace=namespace or self.namespace)
-        except NotFound:
+        except kerrors.NotFound:
             return None
 
     def listener_name(self, ars: JSON) -> str:

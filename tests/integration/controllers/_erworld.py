@@ -27,10 +27,10 @@ from gharc.controllers.scaleset.options import ScaleSetOptions
 from gharc.github.breaker import BreakerRegistry
 from gharc.github.pool import ClientPool
 from gharc.github.transport import CONTROLLER_RETRY
+from gharc.kube import objects
 from gharc.kube.cache import Cache
 from gharc.kube.client import KubeClient
 from gharc.kube.controller import Controller
-from gharc.kube.objects import decode_secret_data
 from gharc.kube.resources import PODS, SECRETS
 from testworld.setupmanager import SetupManager
 from testworld.sim.github import DEFAULT_REPO, FakeGitHubServer, Job, ScaleSet
@@ -328,7 +328,7 @@ class World:
 
 
 def jit_data(secret: JSON) -> dict[str, str]:
-    return decode_secret_data(secret)
+    return objects.decode_secret_data(secret)
 
 
 async def make_world(

@@ -11,7 +11,7 @@ from typing import Any
 from _arsworld import World, running_world, utc
 
 from gharc.api.scaleset import constants as c
-from gharc.kube.objects import is_deleting
+from gharc.kube import objects
 from gharc.kube.resources import PODS
 from testworld.wait import consistently, eventually
 
@@ -43,7 +43,7 @@ async def _same_pod_for(w: World, ars: dict[str, Any], uid: str, seconds: float)
 
     async def same_pod() -> bool:
         pod = await w.get_or_none(PODS, name)
-        return pod is not None and pod["metadata"]["uid"] == uid and not is_deleting(pod)
+        return pod is not None and pod["metadata"]["uid"] == uid and not objects.is_deleting(pod)
 
     await consistently(
         same_pod, seconds=seconds, interval=0.2, message="listener pod replaced or deleted early"

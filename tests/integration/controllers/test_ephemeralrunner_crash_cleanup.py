@@ -19,7 +19,7 @@ from _erworld import World, world_fixture
 
 from gharc.api.resources import EPHEMERAL_RUNNERS
 from gharc.api.scaleset import constants as c
-from gharc.kube import errors as kerr
+from gharc.kube import errors as kerrors
 from gharc.kube.resources import SECRETS
 from testworld.wait import eventually
 
@@ -66,7 +66,7 @@ async def test_a_finished_runner_keeps_its_finalizer_until_its_secret_is_deleted
     await world.kube.delete(EPHEMERAL_RUNNERS, name, namespace=world.namespace)
     try:
         await world.runner(name)
-    except kerr.NotFound:
+    except kerrors.NotFound:
         pytest.fail("the finished runner vanished with its JIT Secret still there")
 
     await world.start()

@@ -10,7 +10,7 @@ import pytest
 from _erworld import World, jit_data, runner_template, world_fixture
 
 from gharc.api.scaleset import constants as c
-from gharc.kube.errors import NotFound
+from gharc.kube import errors as kerrors
 from gharc.kube.resources import PODS
 from testworld.wait import eventually
 
@@ -26,7 +26,7 @@ async def world(kubeconfig: str, namespace: str) -> AsyncIterator[World]:
 async def _pod_uid(world: World, name: str) -> str | None:
     try:
         pod = await world.kube.get(PODS, name, namespace=world.namespace)
-    except NotFound:
+    except kerrors.NotFound:
         return None
     return None if pod["metadata"].get("deletionTimestamp") else pod["metadata"]["uid"]
 
@@ -97,7 +97,7 @@ async def test_lost_pod_of_a_used_jit_config_gets_a_fresh_registration(world: Wo
 async def _phase_is(world: World, name: str, phase: str) -> bool:
     try:
         return ((await world.runner(name)).get("status") or {}).get("phase") == phase
-    except NotFound:
+    except kerrors.NotFound:
         return False
 
 

@@ -15,7 +15,7 @@ from _erworld import World, sweeper_fixture, world_fixture
 
 from gharc.api.scaleset import constants as c
 from gharc.controllers.scaleset import hangs, orphans
-from gharc.kube.errors import NotFound
+from gharc.kube import errors as kerrors
 from gharc.kube.resources import PODS
 from testworld.wait import eventually
 
@@ -51,7 +51,7 @@ async def test_runner_hung_after_its_job_is_finished(
     async def pod_gone() -> bool:
         try:
             pod = await world.kube.get(PODS, c.runner_pod_name(name), namespace=world.namespace)
-        except NotFound:
+        except kerrors.NotFound:
             return True
         return bool(pod["metadata"].get("deletionTimestamp"))
 

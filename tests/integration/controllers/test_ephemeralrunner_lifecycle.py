@@ -9,7 +9,7 @@ from _erworld import World, jit_data, world_fixture
 
 from gharc.api.resources import EPHEMERAL_RUNNER_SETS, EPHEMERAL_RUNNERS
 from gharc.api.scaleset import constants as c
-from gharc.kube.errors import NotFound
+from gharc.kube import errors as kerrors
 from gharc.kube.resources import PODS, SECRETS
 from testworld.wait import eventually
 
@@ -69,7 +69,7 @@ async def test_deleting_a_runner_cleans_pod_secret_and_registration(world: World
     async def gone() -> bool:
         try:
             await world.runner(name)
-        except NotFound:
+        except kerrors.NotFound:
             return True
         return False
 
@@ -78,7 +78,7 @@ async def test_deleting_a_runner_cleans_pod_secret_and_registration(world: World
     assert rid in world.gh.state.removed_runners
     assert world.remove_calls() == 1
     for resource in (PODS, SECRETS):
-        with pytest.raises(NotFound):
+        with pytest.raises(kerrors.NotFound):
             await world.kube.get(resource, name, namespace=world.namespace)
 
 
@@ -155,7 +155,7 @@ async def test_proxy_secret_and_runner_proxy_env(world: World) -> None:
     async def secret_gone() -> bool:
         try:
             await world.kube.get(SECRETS, secret_name, namespace=world.namespace)
-        except NotFound:
+        except kerrors.NotFound:
             return True
         return False
 

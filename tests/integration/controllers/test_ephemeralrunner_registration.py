@@ -19,7 +19,7 @@ from gharc.api.resources import EPHEMERAL_RUNNERS
 from gharc.api.scaleset import constants as c
 from gharc.controllers.scaleset.credentials import ClientResolver
 from gharc.controllers.scaleset.ephemeralrunner import EphemeralRunnerReconciler
-from gharc.kube import errors as kerr
+from gharc.kube import errors as kerrors
 from gharc.kube.reconcile import Request
 from gharc.kube.resources import PODS, SECRETS, Resource
 from testworld.wait import eventually
@@ -46,7 +46,7 @@ class FrozenCache:
     ) -> JSON:
         obj = self.objects.get((resource.kind, name))
         if obj is None:
-            raise kerr.NotFound(f"{resource.kind} {name} not found")
+            raise kerrors.NotFound(f"{resource.kind} {name} not found")
         return dict(obj)
 
 
@@ -110,7 +110,7 @@ async def test_runner_whose_secret_was_lost_keeps_one_registration(world: World)
     async def replaced() -> JSON | None:
         try:
             secret = await world.kube.get(SECRETS, name, namespace=world.namespace)
-        except kerr.NotFound:
+        except kerrors.NotFound:
             return None
         runner = await world.runner(name)
         new_id = int(jit_data(secret)["runnerId"])

@@ -12,7 +12,7 @@ from _erworld import World, world_fixture
 from gharc.api.resources import EPHEMERAL_RUNNER_SETS
 from gharc.controllers.scaleset.credentials import ClientResolver
 from gharc.controllers.scaleset.ephemeralrunnerset import Buckets, EphemeralRunnerSetReconciler
-from gharc.kube import errors as kerr
+from gharc.kube import errors as kerrors
 from gharc.kube.expectations import Expectations
 
 pytestmark = pytest.mark.cluster
@@ -57,7 +57,7 @@ async def test_marker_is_not_written_for_a_patch_id_that_changed(world: World) -
     stale = await world.create_ers(replicas=1, patch_id=7)
     await world.kube.merge_patch(EPHEMERAL_RUNNER_SETS, stale, {"spec": {"patchID": 8}})
 
-    with pytest.raises(kerr.Conflict):
+    with pytest.raises(kerrors.Conflict):
         await _reconciler(world)._clean_finished(stale, Buckets.of([], Expectations()))
     live = await world.kube.get(EPHEMERAL_RUNNER_SETS, "set", namespace=world.namespace)
     assert (live.get("status") or {}).get("finishedRunnerCleanupPatchID") is None

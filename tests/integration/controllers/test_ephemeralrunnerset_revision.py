@@ -9,7 +9,7 @@ import pytest
 from _erworld import World, runner_template, world_fixture
 
 from gharc.api.resources import EPHEMERAL_RUNNER_SETS
-from gharc.controllers.scaleset.runnerresources import ANNOTATION_ACTIONABLE_REVISION
+from gharc.api.scaleset.views import ANNOTATION_ACTIONABLE_REVISION
 from testworld.wait import eventually
 
 pytestmark = pytest.mark.cluster

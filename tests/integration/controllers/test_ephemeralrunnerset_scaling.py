@@ -9,7 +9,7 @@ import pytest
 from _erworld import World, world_fixture
 
 from gharc.api.resources import EPHEMERAL_RUNNER_SETS, EPHEMERAL_RUNNERS
-from gharc.kube.errors import NotFound
+from gharc.kube import errors as kerrors
 from gharc.kube.resources import PODS
 from testworld.sim.github import Job
 from testworld.wait import consistently, eventually
@@ -205,7 +205,7 @@ async def test_restart_mid_cleanup_loses_nothing_and_duplicates_nothing(world: W
     async def ers_gone() -> bool:
         try:
             await world.ers()
-        except NotFound:
+        except kerrors.NotFound:
             return True
         return False
 

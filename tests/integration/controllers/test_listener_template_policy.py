@@ -18,8 +18,8 @@ from _arsworld import SECRET_NAME, World, running_world
 from gharc.api.resources import AUTOSCALING_LISTENERS, EPHEMERAL_RUNNER_SETS
 from gharc.api.scaleset import constants as c
 from gharc.controllers.scaleset.options import ScaleSetOptions
+from gharc.kube import errors as kerrors
 from gharc.kube.client import KubeClient
-from gharc.kube.errors import Forbidden, Invalid
 from gharc.kube.resources import NAMESPACES, PODS, SECRETS, SERVICE_ACCOUNTS
 from testworld.wait import eventually
 
@@ -270,7 +270,7 @@ async def test_default_listener_pod_is_admitted_under_restricted_pod_security(
                 ]
             },
         }
-        with pytest.raises((Forbidden, Invalid)) as info:
+        with pytest.raises((kerrors.Forbidden, kerrors.Invalid)) as info:
             await w.kube.create(PODS, privileged)
         assert "restricted" in str(info.value)
 

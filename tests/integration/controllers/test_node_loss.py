@@ -17,8 +17,8 @@ from gharc.controllers.scaleset import nodeloss
 from gharc.controllers.scaleset.credentials import ClientResolver
 from gharc.controllers.scaleset.deps import ScaleSetDeps
 from gharc.controllers.scaleset.options import ScaleSetOptions
+from gharc.kube import errors as kerrors
 from gharc.kube.cache import Cache
-from gharc.kube.errors import NotFound
 from gharc.kube.resources import NODES, PODS
 from testworld.setupmanager import SetupManager
 from testworld.sim.kubelet import KubeletSimulator
@@ -95,7 +95,7 @@ async def test_runners_of_a_lost_node_are_replaced(world: World, api_client: Any
         assert len((await world.runner(idle))["status"]["failures"]) == 1
         await world.recorder.seen("RunnerFailed", busy)
         await world.recorder.seen("PodFailed", idle)
-        with pytest.raises(NotFound):
+        with pytest.raises(kerrors.NotFound):
             await world.kube.get(PODS, busy, namespace=world.namespace)
     finally:
         await kubelet.stop()

@@ -24,8 +24,8 @@ from gharc.api import crds
 from gharc.api.resources import AUTOSCALING_RUNNER_SETS, EPHEMERAL_RUNNER_SETS
 from gharc.api.scaleset import constants as c
 from gharc.controllers.main import ControllerArgs, run_controller
+from gharc.kube import errors as kerrors
 from gharc.kube.client import KubeClient
-from gharc.kube.errors import NotFound
 from gharc.kube.resources import CUSTOM_RESOURCE_DEFINITIONS
 from testworld.sim.github import FakeGitHubServer
 from testworld.wait import eventually
@@ -180,12 +180,12 @@ async def test_upgrade_keeps_scale_sets_and_moves_listener_image(
                     async def gone() -> bool:
                         try:
                             await kube.get(AUTOSCALING_RUNNER_SETS, "arc", namespace=namespace)
-                        except NotFound:
+                        except kerrors.NotFound:
                             return True
                         return False
 
                     await eventually(gone, timeout=30, message="scale set deleted")
-                    with pytest.raises(NotFound):
+                    with pytest.raises(kerrors.NotFound):
                         await kube.get(
                             EPHEMERAL_RUNNER_SETS, ers["metadata"]["name"], namespace=namespace
                         )

@@ -10,9 +10,9 @@ from collections.abc import AsyncIterator
 
 import pytest
 
+from gharc.github import errors as gherrors
 from gharc.github.auth import PersonalAccessToken
 from gharc.github.breaker import BreakerRegistry
-from gharc.github.errors import RateLimited
 from gharc.github.pool import ClientPool
 from gharc.github.rest import RestClient
 from gharc.github.transport import CONTROLLER_RETRY
@@ -43,7 +43,7 @@ async def test_low_quota_keeps_listings_back_and_registration_going(
     bucket.used = bucket.limit - bucket.limit // 12  # 8 % of the hour's quota left
     bucket.reset_at = time.time() + 600
     await rest.create_registration_token(force=True)  # learns Remaining from the answer
-    with pytest.raises(RateLimited) as err:
+    with pytest.raises(gherrors.RateLimited) as err:
         await rest.list_runners()  # LOW: leaves the last 10 % of the quota to the others
     assert err.value.until == pytest.approx(bucket.reset_at, abs=1)
     assert gh.calls(LIST, method="GET") == 0  # never sent
@@ -56,7 +56,7 @@ async def test_exhausted_quota_is_waited_for_not_retried(
 ) -> None:
     await rest.create_registration_token(force=True)
     gh.state.exhaust_rate_limit(gh.token, reset_in=2.0)
-    with pytest.raises(RateLimited) as err:
+    with pytest.raises(gherrors.RateLimited) as err:
         await rest.create_registration_token(force=True)
     until = err.value.until
     assert until is not None and until >= time.time() + 1
@@ -64,7 +64,7 @@ async def test_exhausted_quota_is_waited_for_not_retried(
     assert limited == 1
     # Until the reset nothing of this credential is sent, whatever its priority.
     for call in (rest.list_runners, lambda: rest.create_registration_token(force=True)):
-        with pytest.raises(RateLimited):
+        with pytest.raises(gherrors.RateLimited):
             await call()
     assert gh.calls(method="POST", status=403) + gh.calls(method="GET", status=403) == 1
     # After the reset (the controller requeues for ``until``) the call goes through.

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
+from gharc.kube import errors as kerrors
 from gharc.kube.client import KubeClient
-from gharc.kube.errors import AlreadyExists
 from gharc.kube.resources import CUSTOM_RESOURCE_DEFINITIONS, Resource
 from testworld import wait
 
@@ -74,7 +74,7 @@ async def widgets(kube: KubeClient) -> Resource:
     """The Widget CRD (with a status subresource), created once and Established."""
     try:
         await kube.create(CUSTOM_RESOURCE_DEFINITIONS, WIDGET_CRD)
-    except AlreadyExists:
+    except kerrors.AlreadyExists:
         pass
     for _ in range(200):
         crd = await kube.get(CUSTOM_RESOURCE_DEFINITIONS, "widgets.test.gharc.dev")

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from gharc.kube import errors as kerrors
 from gharc.kube.client import KubeClient, PatchType
-from gharc.kube.errors import AlreadyExists, Conflict, Invalid, NotFound
 from gharc.kube.resources import CONFIG_MAPS, Resource
 
 
@@ -18,7 +18,7 @@ async def test_an_optimistic_lock_patch_with_a_stale_resource_version_gets_confl
 ) -> None:
     read = await kube.create(CONFIG_MAPS, cm("locked", namespace, v="1"))
     await kube.merge_patch(CONFIG_MAPS, read, {"data": {"v": "2"}}, optimistic_lock=True)
-    with pytest.raises(Conflict):
+    with pytest.raises(kerrors.Conflict):
         # `read` is stale now: the second writer must not silently win.
         await kube.merge_patch(CONFIG_MAPS, read, {"data": {"v": "3"}}, optimistic_lock=True)
     assert (await kube.get(CONFIG_MAPS, "locked", namespace=namespace))["data"] == {"v": "2"}
@@ -56,7 +56,7 @@ async def test_a_status_patch_with_a_stale_resource_version_gets_conflict(
         widgets, {"metadata": {"name": "w", "namespace": namespace}, "spec": {"size": 1}}
     )
     await kube.merge_patch(widgets, w, {"spec": {"size": 2}})
-    with pytest.raises(Conflict):
+    with pytest.raises(kerrors.Conflict):
         await kube.patch_status(widgets, w, {"status": {"phase": "X"}}, optimistic_lock=True)
 
 
@@ -78,18 +78,18 @@ async def test_update_with_a_stale_resource_version_gets_conflict(
     read = await kube.create(CONFIG_MAPS, cm("u", namespace, v="1"))
     fresh = await kube.update(CONFIG_MAPS, {**read, "data": {"v": "2"}})
     assert fresh["data"] == {"v": "2"}
-    with pytest.raises(Conflict):
+    with pytest.raises(kerrors.Conflict):
         await kube.update(CONFIG_MAPS, {**read, "data": {"v": "3"}})
 
 
 async def test_errors_are_typed_from_the_status_body(kube: KubeClient, namespace: str) -> None:
-    with pytest.raises(NotFound) as nf:
+    with pytest.raises(kerrors.NotFound) as nf:
         await kube.get(CONFIG_MAPS, "missing", namespace=namespace)
     assert nf.value.status == 404 and nf.value.reason == "NotFound"
     await kube.create(CONFIG_MAPS, cm("dup", namespace))
-    with pytest.raises(AlreadyExists):
+    with pytest.raises(kerrors.AlreadyExists):
         await kube.create(CONFIG_MAPS, cm("dup", namespace))
-    with pytest.raises(Invalid) as inv:
+    with pytest.raises(kerrors.Invalid) as inv:
         await kube.create(CONFIG_MAPS, cm("Not_Valid", namespace))
     assert [c.field for c in inv.value.causes] == ["metadata.name"]
 
@@ -100,10 +100,10 @@ async def test_delete_honours_uid_and_resource_version_preconditions(
     first = await kube.create(CONFIG_MAPS, cm("d", namespace))
     await kube.delete(CONFIG_MAPS, first)
     await kube.create(CONFIG_MAPS, cm("d", namespace))  # same name, new uid
-    with pytest.raises(Conflict):
+    with pytest.raises(kerrors.Conflict):
         await kube.delete(CONFIG_MAPS, "d", namespace=namespace, uid=first["metadata"]["uid"])
     current = await kube.get(CONFIG_MAPS, "d", namespace=namespace)
-    with pytest.raises(Conflict):
+    with pytest.raises(kerrors.Conflict):
         await kube.delete(
             CONFIG_MAPS, current, resource_version=first["metadata"]["resourceVersion"]
         )
@@ -140,7 +140,7 @@ async def test_json_patch_with_a_resource_version_test_fails_when_stale(
     read = await kube.create(CONFIG_MAPS, cm("j", namespace, v="1"))
     ops = [{"op": "replace", "path": "/data/v", "value": "2"}]
     await kube.json_patch(CONFIG_MAPS, read, ops, test_resource_version=True)
-    with pytest.raises(Invalid):
+    with pytest.raises(kerrors.Invalid):
         await kube.json_patch(CONFIG_MAPS, read, ops, test_resource_version=True)
 
 
@@ -172,7 +172,7 @@ async def test_every_request_is_counted_by_verb_resource_and_code(
         return value or 0.0
 
     before = sample("404")
-    with pytest.raises(NotFound):
+    with pytest.raises(kerrors.NotFound):
         await kube.get(CONFIG_MAPS, "nope", namespace=namespace)
     assert sample("404") == before + 1
     assert kube.request_counts[("get", "configmaps", "404")] == 1

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import pytest
 
+from gharc.kube import errors as kerrors
+from gharc.kube import objects
 from gharc.kube.client import KubeClient
-from gharc.kube.errors import Conflict, NotFound
 from gharc.kube.events import NORMAL, WARNING, EventRecorder
-from gharc.kube.finalizers import add_finalizer, has_finalizer, remove_finalizer
+from gharc.kube.finalizers import add_finalizer, remove_finalizer
 from gharc.kube.resources import CONFIG_MAPS, EVENTS
 
 F = "actions.github.com/test-finalizer"
@@ -23,16 +24,16 @@ async def test_finalizers_are_added_and_removed_with_optimistic_locking(
     added = await add_finalizer(kube, CONFIG_MAPS, obj, F)
     assert added["metadata"]["finalizers"] == ["other.io/keep", F]
     assert await add_finalizer(kube, CONFIG_MAPS, added, F) is added, "no request when present"
-    with pytest.raises(Conflict):
+    with pytest.raises(kerrors.Conflict):
         # `obj` is stale: writing its list would drop what was added since.
         await add_finalizer(kube, CONFIG_MAPS, obj, "third.io/x")
     await kube.delete(CONFIG_MAPS, added)
     deleting = await kube.get(CONFIG_MAPS, "f", namespace=namespace)
     assert deleting["metadata"].get("deletionTimestamp")
     kept = await remove_finalizer(kube, CONFIG_MAPS, deleting, F)
-    assert not has_finalizer(kept, F) and has_finalizer(kept, "other.io/keep")
+    assert not objects.has_finalizer(kept, F) and objects.has_finalizer(kept, "other.io/keep")
     await remove_finalizer(kube, CONFIG_MAPS, kept, "other.io/keep")
-    with pytest.raises(NotFound):
+    with pytest.raises(kerrors.NotFound):
         await kube.get(CONFIG_MAPS, "f", namespace=namespace)
 
 

@@ -6,9 +6,9 @@ from typing import Any
 
 import pytest
 
+from gharc.kube import errors as kerrors
 from gharc.kube.cache import Cache, CacheNotStarted
 from gharc.kube.client import KubeClient
-from gharc.kube.errors import NotFound
 from gharc.kube.informer import EventHandlerFuncs, Informer
 from gharc.kube.resources import CONFIG_MAPS, NAMESPACES
 from gharc.kube.store import BY_OWNER_UID, index_by_label, index_by_owner_uid
@@ -95,7 +95,7 @@ async def test_a_label_selected_informer_caches_only_matching_objects(
         assert (await cache.get(CONFIG_MAPS, "ours", namespace=namespace))["metadata"][
             "name"
         ] == "ours"
-        with pytest.raises(NotFound):
+        with pytest.raises(kerrors.NotFound):
             await cache.get(CONFIG_MAPS, "theirs", namespace=namespace)
     finally:
         await cache.stop()

@@ -20,9 +20,9 @@ from typing import Any
 
 import pytest
 
+from gharc.kube import errors as kerrors
 from gharc.kube.builder import Builder
 from gharc.kube.client import KubeClient
-from gharc.kube.errors import NotFound
 from gharc.kube.fence import NotLeading
 from gharc.kube.leaderelection import LeaderElectionConfig, LeaderElector
 from gharc.kube.manager import LeaderElectionLost, Manager
@@ -199,7 +199,7 @@ async def test_a_held_leader_that_cannot_renew_writes_nothing_after_its_deadline
         assert deadline < rival.led_at, "the fence closed before the rival could lead"
         late = [w for w in sends.writes if w[0] >= deadline]
         assert late == [], f"writes sent after the fence deadline: {late}"
-        with pytest.raises(NotFound):
+        with pytest.raises(kerrors.NotFound):
             await kube.get(CONFIG_MAPS, "after-hold", namespace=namespace)
         with pytest.raises(LeaderElectionLost):
             await asyncio.wait_for(run, 10)

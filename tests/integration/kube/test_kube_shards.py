@@ -18,8 +18,8 @@ from typing import Any
 
 import pytest
 
+from gharc.kube import errors as kerrors
 from gharc.kube.client import KubeClient
-from gharc.kube.errors import NotFound
 from gharc.kube.resources import CONFIG_MAPS, LEASES
 from gharc.kube.shardfence import NotOwner, ShardFences, acting_for
 from gharc.kube.shards import ShardConfig, ShardOwner, shard_of
@@ -99,7 +99,7 @@ async def _holders(kube: KubeClient, namespace: str) -> dict[int, str]:
     for k in range(SHARDS):
         try:
             lease = await kube.get(LEASES, f"gharc-test-shard-{k}", namespace=namespace)
-        except NotFound:
+        except kerrors.NotFound:
             continue
         found[k] = lease["spec"].get("holderIdentity") or ""
     return found
@@ -174,7 +174,7 @@ async def test_writes_are_fenced_per_shard(
     await _until(lambda: not owner.fences.open(3), RENEW + 0.1)
     with acting_for(3), pytest.raises(NotOwner):
         await client.create(CONFIG_MAPS, {"metadata": {"name": "late", "namespace": namespace}})
-    with pytest.raises(NotFound):
+    with pytest.raises(kerrors.NotFound):
         await client.get(CONFIG_MAPS, "late", namespace=namespace)
     # A write about no shard (an event, a cluster-wide sweep) is not held back.
     await client.create(CONFIG_MAPS, {"metadata": {"name": "unsharded", "namespace": namespace}})

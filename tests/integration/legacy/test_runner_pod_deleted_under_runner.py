@@ -22,7 +22,7 @@ from gharc.api.legacy import constants as c
 from gharc.controllers.legacy.githubclients import LegacyGitHub
 from gharc.controllers.legacy.pods import RunnerPods
 from gharc.controllers.legacy.runnerpod import RunnerPodReconciler
-from gharc.kube import errors
+from gharc.kube import errors as kerrors
 from gharc.kube.reconcile import Request
 from gharc.kube.resources import PODS
 
@@ -74,7 +74,7 @@ async def test_an_idle_runner_stopped_by_its_pods_deletion_is_still_unregistered
     async def pod_released() -> bool | None:
         try:
             await world.kube.get(PODS, name, namespace=ns)
-        except errors.NotFound:
+        except kerrors.NotFound:
             return True
         await reconciler.reconcile(Request(ns, name))
         return None

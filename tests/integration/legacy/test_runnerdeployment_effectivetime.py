@@ -13,7 +13,7 @@ import pytest
 from _legacy_runner_world import World, until, world_fixture
 
 from gharc.api.resources import RUNNER_DEPLOYMENTS
-from gharc.kube.objects import format_time as rfc3339
+from gharc.kube import objects
 
 pytestmark = pytest.mark.cluster
 
@@ -32,7 +32,7 @@ async def test_a_completed_ephemeral_runner_is_not_recreated_before_the_autoscal
     world: World,
 ) -> None:
     await world.create_deployment(replicas=1)
-    effective = rfc3339(dt.datetime.now(dt.UTC) - dt.timedelta(seconds=2))
+    effective = objects.format_time(dt.datetime.now(dt.UTC) - dt.timedelta(seconds=2))
     await world.kube.merge_patch(
         RUNNER_DEPLOYMENTS, "rd", {"spec": {"effectiveTime": effective}}, namespace=world.namespace
     )

@@ -18,7 +18,7 @@ from gharc.api.legacy import constants as c
 from gharc.api.resources import RUNNER_DEPLOYMENTS, RUNNER_REPLICA_SETS
 from gharc.controllers.legacy.options import LegacyOptions
 from gharc.controllers.legacy.runnerdeployment import RunnerDeploymentReconciler
-from gharc.kube import errors as kerr
+from gharc.kube import errors as kerrors
 from gharc.kube.client import KubeClient
 from gharc.kube.reconcile import Request
 from gharc.kube.resources import Resource
@@ -38,7 +38,7 @@ class LaggingCache:
         for obj in self.objects:
             if obj["kind"] == resource.kind and obj["metadata"]["name"] == name:
                 return copy.deepcopy(obj)
-        raise kerr.NotFound(f"{resource.kind} {name} not found")
+        raise kerrors.NotFound(f"{resource.kind} {name} not found")
 
     async def list(self, resource: Resource, *, namespace: str | None = None) -> list[JSON]:
         return [copy.deepcopy(o) for o in self.objects if o["kind"] == resource.kind]

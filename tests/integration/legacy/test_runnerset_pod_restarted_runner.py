@@ -25,8 +25,8 @@ from gharc.api.legacy import constants as c
 from gharc.controllers.legacy.githubclients import LegacyGitHub
 from gharc.controllers.legacy.pods import RunnerPods
 from gharc.controllers.legacy.runnerpod import RunnerPodReconciler
-from gharc.kube import errors
-from gharc.kube.objects import deleting_since, format_time, has_finalizer
+from gharc.kube import errors as kerrors
+from gharc.kube import objects
 from gharc.kube.reconcile import Request
 from gharc.kube.resources import PODS
 from testworld.sim.github import DEFAULT_ORG
@@ -75,7 +75,7 @@ async def _runner_set_pod(world: World) -> dict[str, Any]:
             "spec": spec,
         },
     )
-    exited = format_time(dt.datetime.now(dt.UTC) - dt.timedelta(minutes=1))
+    exited = objects.format_time(dt.datetime.now(dt.UTC) - dt.timedelta(minutes=1))
     runner = {
         "name": c.CONTAINER_RUNNER,
         "ready": False,
@@ -101,7 +101,7 @@ async def test_a_runner_set_pod_is_held_until_its_restarted_runner_is_removed(
 
     await world.kube.delete(PODS, pod)
     deleting = await world.kube.get(PODS, NAME, namespace=world.namespace)
-    deadline = deleting_since(deleting)
+    deadline = objects.deleting_since(deleting)
     assert deadline is not None
     assert world.cache is not None
     # Seconds into the deletion's grace period: the kubelet has not reported yet.
@@ -123,7 +123,7 @@ async def test_a_runner_set_pod_is_held_until_its_restarted_runner_is_removed(
     await reconciler.reconcile(request)
     # ...but the kubelet may still start the container again: the pod is held.
     live = await world.kube.get(PODS, NAME, namespace=world.namespace)
-    assert has_finalizer(live, c.FINALIZER_RUNNER_POD)
+    assert objects.has_finalizer(live, c.FINALIZER_RUNNER_POD)
     assert registered() == [NAME] and world.remove_calls() == 0
 
     # The kubelet stopped the pod for its deletion: a terminal phase, nothing restarts.
@@ -133,9 +133,9 @@ async def test_a_runner_set_pod_is_held_until_its_restarted_runner_is_removed(
         # With no kubelet to confirm the deletion the pod stays, without our finalizer.
         try:
             live = await world.kube.get(PODS, NAME, namespace=world.namespace)
-        except errors.NotFound:
+        except kerrors.NotFound:
             return True
-        if not has_finalizer(live, c.FINALIZER_RUNNER_POD):
+        if not objects.has_finalizer(live, c.FINALIZER_RUNNER_POD):
             return True
         await reconciler.reconcile(request)
         return None

@@ -5,7 +5,7 @@ from __future__ import annotations
 import yaml
 from typer.testing import CliRunner
 
-from gharc.cli import app
+from gharc.commands import app
 
 
 def test_crds_command_prints_scaleset_crds() -> None:

@@ -8,7 +8,8 @@ import sys
 
 import pytest
 
-from gharc.controllers.main import UsageError, parse_args, scaleset_options
+from gharc.controllers.main import parse_args, scaleset_options
+from gharc.settings.declare import UsageError
 
 
 def test_missing_controller_namespace_is_a_clear_error() -> None:

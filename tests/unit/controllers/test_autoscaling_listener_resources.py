@@ -11,6 +11,7 @@ import pytest
 from gharc.api.scaleset import constants as c
 from gharc.controllers.scaleset import listenerresources as lr
 from gharc.controllers.scaleset.options import ScaleSetOptions
+from gharc.kube import objects
 from gharc.listener.restart_ladder import LISTENER_RESTART_LADDER, restart_delay
 
 OPTIONS = ScaleSetOptions(controller_namespace="arc-systems", listener_image="gharc:1")
@@ -46,9 +47,9 @@ def listener(**spec: Any) -> dict[str, Any]:
 def test_semantic_equality_ignores_empty_lists_maps_and_none() -> None:
     a = {"containers": [{"name": "runner", "env": [], "resources": {}}], "nodeSelector": None}
     b = {"containers": [{"name": "runner"}]}
-    assert lr.semantically_equal(a, b)
-    assert not lr.semantically_equal(a, {"containers": [{"name": "runner", "image": "x"}]})
-    assert not lr.semantically_equal({"replicas": 0}, {})  # zero is a value
+    assert objects.semantically_equal(a, b)
+    assert not objects.semantically_equal(a, {"containers": [{"name": "runner", "image": "x"}]})
+    assert not objects.semantically_equal({"replicas": 0}, {})  # zero is a value
 
 
 def test_merge_patch_removes_keys_that_are_no_longer_desired() -> None:

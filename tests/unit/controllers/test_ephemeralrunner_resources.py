@@ -5,10 +5,12 @@ from __future__ import annotations
 from typing import Any
 
 from gharc.api.scaleset import constants as c
+from gharc.api.scaleset.views import ANNOTATION_ACTIONABLE_REVISION
 from gharc.controllers.scaleset import runnerresources as rr
 from gharc.controllers.scaleset.ephemeralrunnerset import Buckets
 from gharc.controllers.scaleset.labels import filter_and_merge_labels, merge_annotations
 from gharc.controllers.scaleset.pod_verdicts import judge_pod, pod_ready
+from gharc.kube import objects
 from gharc.kube.expectations import Expectations
 
 ERS: dict[str, Any] = {
@@ -71,7 +73,7 @@ def test_new_ephemeral_runner() -> None:
     assert m["labels"][c.LABEL_COMPONENT] == c.COMPONENT_RUNNER  # computed wins
     assert m["labels"]["extra"] == "yes" and m["labels"]["team"] == "a"
     assert m["annotations"][c.ANNOTATION_PATCH_ID] == "7"
-    assert m["annotations"][rr.ANNOTATION_ACTIONABLE_REVISION] == "3"
+    assert m["annotations"][ANNOTATION_ACTIONABLE_REVISION] == "3"
     assert m["annotations"]["note"] == "n"
     assert c.ANNOTATION_INTEGRITY_HASH not in m["annotations"]
     assert m["ownerReferences"][0]["uid"] == "ers-uid"
@@ -110,8 +112,8 @@ def test_runner_pod_and_secret() -> None:
 def test_semantic_equality_ignores_empty_fields() -> None:
     a = {"containers": [{"name": "runner", "image": "r"}]}
     b = {"containers": [{"name": "runner", "image": "r", "env": [], "resources": {}}]}
-    assert rr.semantically_equal(a, b)
-    assert not rr.semantically_equal(a, {"containers": [{"name": "runner", "image": "s"}]})
+    assert objects.semantically_equal(a, b)
+    assert not objects.semantically_equal(a, {"containers": [{"name": "runner", "image": "s"}]})
 
 
 def _cs(**state: Any) -> dict[str, Any]:

@@ -12,13 +12,13 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
 from gharc.controllers.main import (
-    UsageError,
     legacy_credentials,
     legacy_options,
     legacy_server_url,
     parse_args,
 )
 from gharc.github.auth import GitHubApp, PersonalAccessToken
+from gharc.settings.declare import UsageError
 
 TOKEN = {"GITHUB_TOKEN": "ghp_example"}
 

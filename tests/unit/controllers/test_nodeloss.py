@@ -7,7 +7,7 @@ import datetime as dt
 from typing import Any
 
 from gharc.controllers.scaleset import nodeloss
-from gharc.kube.errors import NotFound
+from gharc.kube import errors as kerrors
 from gharc.kube.reconcile import Request, Result
 from gharc.kube.resources import NODES, PODS
 
@@ -80,7 +80,7 @@ class FakeCache:
     async def get(self, resource: Any, name: str, **_: Any) -> JSON:
         assert resource is NODES
         if name not in self.nodes:
-            raise NotFound("gone")
+            raise kerrors.NotFound("gone")
         return self.nodes[name]
 
     async def list(self, resource: Any, **_: Any) -> list[JSON]:

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from gharc.controllers.main import UsageError, parse_args, scaleset_options
+from gharc.controllers.main import parse_args, scaleset_options
+from gharc.settings.declare import UsageError
 
 ENV = {"CONTROLLER_MANAGER_POD_NAMESPACE": "arc-systems"}
 

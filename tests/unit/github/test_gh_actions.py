@@ -9,7 +9,7 @@ import pytest
 from gh_helpers import ClientFactory, FakeTime
 
 from gharc.github import ActionsClient, ClientPool, GitHubMetrics, PersonalAccessToken
-from gharc.github import errors as e
+from gharc.github import errors as gherrors
 from gharc.github.models import (
     JobAssigned,
     JobAvailable,
@@ -43,7 +43,7 @@ async def _session(client: ActionsClient, name: str = "arc") -> tuple[int, Runne
 async def test_runner_group_by_name(client: ActionsClient) -> None:
     group = await client.get_runner_group_by_name("Default")
     assert (group.id, group.name, group.is_default) == (1, "Default", True)
-    with pytest.raises(e.NotFound):
+    with pytest.raises(gherrors.NotFound):
         await client.get_runner_group_by_name("nope")
 
 
@@ -66,7 +66,7 @@ async def test_scale_set_crud(client: ActionsClient, gh: FakeGitHubServer) -> No
     assert updated.runner_setting is not None and updated.runner_setting.disable_update
     await client.delete_runner_scale_set(ss.id)
     assert await client.get_runner_scale_set_by_id(ss.id) is None
-    with pytest.raises(e.RunnerScaleSetNotFound):
+    with pytest.raises(gherrors.RunnerScaleSetNotFound):
         await client.delete_runner_scale_set(ss.id)
     assert gh.calls(SS, method="GET", status=404) == 1
 
@@ -79,18 +79,18 @@ async def test_create_defaults_name_label(client: ActionsClient) -> None:
 async def test_session_lifecycle_and_conflict(client: ActionsClient, gh: FakeGitHubServer) -> None:
     ss_id, session = await _session(client)
     assert session.runner_scale_set is not None and session.runner_scale_set.id == ss_id
-    with pytest.raises(e.SessionConflict) as info:
+    with pytest.raises(gherrors.SessionConflict) as info:
         await client.create_message_session(ss_id, "listener-1")
-    assert info.value.status == 409 and isinstance(info.value, e.Conflict)
+    assert info.value.status == 409 and isinstance(info.value, gherrors.Conflict)
     assert "active session" in str(info.value)
     refreshed = await client.refresh_message_session(ss_id, session.session_id)
     assert refreshed.message_queue_access_token != session.message_queue_access_token
-    with pytest.raises(e.MessageQueueTokenExpired):
+    with pytest.raises(gherrors.MessageQueueTokenExpired):
         await client.get_message(
             session.message_queue_url, session.message_queue_access_token, 0, 1
         )
     await client.delete_message_session(ss_id, session.session_id)
-    with pytest.raises(e.NotFound):
+    with pytest.raises(gherrors.NotFound):
         await client.refresh_message_session(ss_id, session.session_id)
     again = await client.create_message_session(ss_id, "listener-1")
     assert again.session_id != session.session_id
@@ -155,7 +155,7 @@ async def test_full_job_flow_through_messages(client: ActionsClient, gh: FakeGit
     runner = gh.state.redeem_jit_config(jit.encoded_jit_config)
     taken = gh.state.take_job(runner)
     assert taken is not None and taken.request_id == job.request_id
-    with pytest.raises(e.JobStillRunning):
+    with pytest.raises(gherrors.JobStillRunning):
         await client.remove_runner(jit.runner.id)
     gh.state.job_started(runner, job.request_id)
     msg = await client.get_message(url, tok, last, 10)
@@ -178,7 +178,7 @@ async def test_runners(client: ActionsClient) -> None:
     ss = await _scale_set(client)
     assert ss.id is not None
     jit = await client.generate_jit_runner_config(ss.id, "r-1", work_folder="/w")
-    with pytest.raises(e.AgentExists):
+    with pytest.raises(gherrors.AgentExists):
         await client.generate_jit_runner_config(ss.id, "r-1")
     ref = await client.get_runner(jit.runner.id)
     assert ref is not None and ref.name == "r-1"
@@ -188,7 +188,7 @@ async def test_runners(client: ActionsClient) -> None:
     await client.remove_runner(jit.runner.id)
     assert await client.get_runner(jit.runner.id) is None
     await client.remove_runner(jit.runner.id)  # already gone: a success, as the service says
-    with pytest.raises(e.AgentNotFound):
+    with pytest.raises(gherrors.AgentNotFound):
         await client.remove_runner(987654)
 
 
@@ -220,7 +220,7 @@ async def test_admin_token_refreshed_before_expiry(
 
 async def test_revoked_pat_is_unauthorized(client: ActionsClient, gh: FakeGitHubServer) -> None:
     gh.state.revoke_token(gh.token)
-    with pytest.raises(e.Unauthorized) as info:
+    with pytest.raises(gherrors.Unauthorized) as info:
         await client.get_runner_group_by_name("Default")
     assert gh.token not in str(info.value)
     assert gh.calls("*/registration-token", status=401) == 1  # 4xx: not retried
@@ -241,7 +241,7 @@ async def test_server_errors_retried_then_succeed(
 async def test_server_errors_exhausted(client: ActionsClient, gh: FakeGitHubServer) -> None:
     await client.get_runner_group_by_name("Default")
     gh.add_fault("status", route="*/runnergroups/", status=500)
-    with pytest.raises(e.ServerError):
+    with pytest.raises(gherrors.ServerError):
         await client.get_runner_group_by_name("Default")
     assert gh.calls("*/runnergroups/", status=500) == 4  # FAST_RETRY.max_attempts
 
@@ -252,18 +252,18 @@ async def test_scale_set_deleted_under_the_listener(
     ss_id, s = await _session(client)
     gh.state.delete_scale_set(ss_id)
     assert await client.get_runner_scale_set_by_id(ss_id) is None
-    with pytest.raises(e.RunnerScaleSetNotFound):
+    with pytest.raises(gherrors.RunnerScaleSetNotFound):
         await client.create_message_session(ss_id, "x")
-    with pytest.raises(e.MessageQueueTokenExpired):
+    with pytest.raises(gherrors.MessageQueueTokenExpired):
         await client.get_message(s.message_queue_url, s.message_queue_access_token, 0, 1)
 
 
 async def test_queue_token_expiry_and_acquire(client: ActionsClient, gh: FakeGitHubServer) -> None:
     ss_id, s = await _session(client)
     gh.state.expire("queue")
-    with pytest.raises(e.MessageQueueTokenExpired):
+    with pytest.raises(gherrors.MessageQueueTokenExpired):
         await client.acquire_jobs(ss_id, s.message_queue_access_token, [1])
-    with pytest.raises(e.MessageQueueTokenExpired):
+    with pytest.raises(gherrors.MessageQueueTokenExpired):
         await client.delete_message(s.message_queue_url, s.message_queue_access_token, 1)
     s2 = await client.refresh_message_session(ss_id, s.session_id)
     assert await client.acquire_jobs(ss_id, s2.message_queue_access_token, [1]) == []
@@ -302,5 +302,5 @@ async def test_a_message_acknowledged_by_last_message_id_is_gone_for_delete(
     assert first is not None
     gh.state.poll_timeout = 0.1
     assert await client.get_message(url, tok, first.message_id, 10) is None
-    with pytest.raises(e.NotFound):
+    with pytest.raises(gherrors.NotFound):
         await client.delete_message(url, tok, first.message_id)

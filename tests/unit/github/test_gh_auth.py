@@ -9,6 +9,7 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 from gh_helpers import ClientFactory, FakeTime
 
 from gharc.github import ActionsClient
+from gharc.github import errors as gherrors
 from gharc.github.auth import (
     AccessToken,
     AppTokenSource,
@@ -17,7 +18,6 @@ from gharc.github.auth import (
     PersonalAccessToken,
     credentials_from_secret_data,
 )
-from gharc.github.errors import Unauthorized
 from testworld.sim.github import FakeGitHubServer
 
 
@@ -179,7 +179,7 @@ async def test_app_client_id_as_issuer_against_fake(
     await client.rest.list_runners()
     assert gh.calls("*/app/installations/{installation_id}/access_tokens", status=201) == 1
     stranger = make_client(credentials=GitHubApp("Iv23linotanapp00", inst, pem))
-    with pytest.raises(Unauthorized):
+    with pytest.raises(gherrors.Unauthorized):
         await stranger.rest.list_runners()
 
 
@@ -199,7 +199,7 @@ async def test_app_wrong_key_is_unauthorized(
 ) -> None:
     app_id, inst, _pem_unused = gh.state.create_app("octo-org")
     client = make_client(credentials=GitHubApp(app_id, inst, PRIV))  # not the app's key
-    with pytest.raises(Unauthorized) as info:
+    with pytest.raises(gherrors.Unauthorized) as info:
         await client.rest.list_runners()
     assert "BEGIN" not in str(info.value)
 

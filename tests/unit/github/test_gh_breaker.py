@@ -11,8 +11,8 @@ import httpx
 import pytest
 from prometheus_client import CollectorRegistry
 
+from gharc.github import errors as gherrors
 from gharc.github.breaker import BreakerPolicy, BreakerRegistry, CircuitBreaker
-from gharc.github.errors import CircuitOpen
 from gharc.github.metrics import GitHubMetrics
 from gharc.github.transport import CONTROLLER_RETRY, Sender, make_http_client
 
@@ -48,7 +48,7 @@ def test_opens_after_threshold_consecutive_failures() -> None:
     _fail(b, 2)
     b.acquire()  # two failures: still closed
     b.release(False)
-    with pytest.raises(CircuitOpen) as exc:
+    with pytest.raises(gherrors.CircuitOpen) as exc:
         b.acquire(priority=True)
     assert exc.value.until == 1002.0
     assert b.is_open
@@ -69,16 +69,16 @@ def test_rejects_until_reopen_and_non_priority_waits_the_grace() -> None:
     b = _breaker(clock)
     _fail(b, 3)
     clock.now = 1001.9
-    with pytest.raises(CircuitOpen) as plain:
+    with pytest.raises(gherrors.CircuitOpen) as plain:
         b.acquire()
     assert plain.value.until == 1003.0  # reopen (1002) + grace: JIT and acquire go first
     clock.now = 1002.0
     b.acquire(priority=True)  # a priority probe is let through at reopen
-    with pytest.raises(CircuitOpen):
+    with pytest.raises(gherrors.CircuitOpen):
         b.acquire()  # others still wait the grace
     clock.now = 1003.0
     b.acquire()  # second probe slot
-    with pytest.raises(CircuitOpen) as full:
+    with pytest.raises(gherrors.CircuitOpen) as full:
         b.acquire(priority=True)
     assert full.value.until == 1004.0  # probes in flight: back after the grace
 
@@ -184,7 +184,7 @@ async def test_sender_503_storm_stops_at_the_breaker() -> None:
     for _ in range(10):
         try:
             await sender.send("POST", JIT_URL, endpoint=JIT_ENDPOINT)
-        except CircuitOpen as exc:
+        except gherrors.CircuitOpen as exc:
             rejected += 1
             assert exc.until == clock.now + 2.0 and exc.method == "POST"
     assert len(sent) == 3 and rejected == 10
@@ -201,13 +201,13 @@ async def test_sender_priority_probe_first_then_everyone_once_it_answers() -> No
         return httpx.Response(status[0], json={})
 
     sender = _sender(httpx.MockTransport(handler), reg, [], clock)
-    with pytest.raises(CircuitOpen):
+    with pytest.raises(gherrors.CircuitOpen):
         await sender.send("GET", LIST_URL, endpoint=LIST_ENDPOINT)
-    with pytest.raises(CircuitOpen):
+    with pytest.raises(gherrors.CircuitOpen):
         await sender.send("POST", JIT_URL, endpoint=JIT_ENDPOINT)
     clock.now = reg.for_call(LIST_URL, "c", "GET", LIST_ENDPOINT).reopen_at
     status[0] = 200
-    with pytest.raises(CircuitOpen):
+    with pytest.raises(gherrors.CircuitOpen):
         await sender.send("GET", LIST_URL, endpoint=LIST_ENDPOINT)
     assert (await sender.send("POST", JIT_URL, endpoint=JIT_ENDPOINT)).status_code == 200
     clock.now += POLICY.priority_grace

@@ -10,10 +10,10 @@ import httpx
 import pytest
 from prometheus_client import CollectorRegistry
 
+from gharc.github import errors as gherrors
 from gharc.github.breaker import BreakerPolicy, BreakerRegistry
 from gharc.github.budget import BudgetPolicy, Priority, RateBudget
 from gharc.github.endpoint_class import EndpointClass, class_of
-from gharc.github.errors import CircuitOpen, RateLimited
 from gharc.github.metrics import GitHubMetrics
 from gharc.github.transport import CONTROLLER_RETRY, Sender, make_http_client
 
@@ -93,7 +93,7 @@ async def test_a_statistics_success_does_not_close_an_open_jit_breaker() -> None
     fake = FakeGitHub()
     runners = [_sender(fake, reg, clock) for _ in range(5)]
     listener = _sender(fake, reg, clock)
-    with pytest.raises(CircuitOpen):
+    with pytest.raises(gherrors.CircuitOpen):
         await runners[0].send("POST", JIT_URL, endpoint=JIT)
     assert fake.jit_calls() == 3
     jit_breaker = reg.for_call(JIT_URL, "c", "POST", JIT)
@@ -104,7 +104,7 @@ async def test_a_statistics_success_does_not_close_an_open_jit_breaker() -> None
     for runner in runners:
         try:
             await runner.send("POST", JIT_URL, endpoint=JIT)
-        except CircuitOpen as exc:
+        except gherrors.CircuitOpen as exc:
             failed_probe_window = (exc.until or 0.0) - clock.now
     assert fake.jit_calls() == 3 + 1, fake.sent
     assert failed_probe_window == 4.0  # the second window, not the first again
@@ -135,13 +135,13 @@ async def test_a_429_on_jit_holds_every_jit_caller_of_the_credential(
     assert (await first.send("POST", JIT_URL, endpoint=JIT)).status_code == 429
     fake.jit = (201, {})
     for runner in others:
-        with pytest.raises(RateLimited) as held:
+        with pytest.raises(gherrors.RateLimited) as held:
             await runner.send("POST", JIT_URL, endpoint=JIT)
         assert held.value.until == 1030.0
     assert fake.jit_calls() == 1
     assert (await first.send("POST", TOKEN_URL, endpoint=TOKEN)).status_code == 200
     clock.now = 1029.9
-    with pytest.raises(RateLimited):
+    with pytest.raises(gherrors.RateLimited):
         await others[0].send("POST", JIT_URL, endpoint=JIT)
     clock.now = 1030.0
     for runner in others:
@@ -157,13 +157,13 @@ def test_one_call_probes_when_a_hold_lifts() -> None:
     budget.observe({"Retry-After": "4"}, 1004.0, "actions")
     clock.now = 1004.0
     budget.take(Priority.HIGH, 0, "actions")  # the probe
-    with pytest.raises(RateLimited) as wait:
+    with pytest.raises(gherrors.RateLimited) as wait:
         budget.take(Priority.HIGH, 0, "actions")
     assert wait.value.until == 1005.0
     budget.take(Priority.HIGH, 5, "rest")  # the other service is not held
     budget.observe({"Retry-After": "4"}, 1008.0, "actions")  # the probe drew another 429
     clock.now = 1007.9
-    with pytest.raises(RateLimited):
+    with pytest.raises(gherrors.RateLimited):
         budget.take(Priority.HIGH, 0, "actions")
     clock.now = 1008.0
     budget.take(Priority.HIGH, 0, "actions")  # the next probe

@@ -9,9 +9,9 @@ import httpx
 import pytest
 from prometheus_client import CollectorRegistry
 
+from gharc.github import errors as gherrors
 from gharc.github.breaker import BreakerRegistry
 from gharc.github.budget import BudgetPolicy, Priority, RateBudget, cost_of, priority_of
-from gharc.github.errors import RateLimited
 from gharc.github.metrics import GitHubMetrics
 from gharc.github.transport import CONTROLLER_RETRY, RetryPolicy, Sender, make_http_client
 
@@ -44,12 +44,12 @@ def test_low_priority_stops_first_high_spends_the_rest() -> None:
         while True:
             try:
                 budget.take(p, 1)
-            except RateLimited:
+            except gherrors.RateLimited:
                 break
             spent[p] += 1
     # LOW leaves half to the others, NORMAL a fifth to HIGH, HIGH takes what is left.
     assert spent == {Priority.LOW: 10, Priority.NORMAL: 6, Priority.HIGH: 4}
-    with pytest.raises(RateLimited) as err:
+    with pytest.raises(gherrors.RateLimited) as err:
         budget.take(Priority.LOW, 5)
     assert err.value.until == 15.0  # refills at 1 point/s until 10 + 5 are there
 
@@ -99,7 +99,7 @@ async def test_exhausted_quota_holds_every_call_of_the_credential() -> None:
     exhausted = httpx.Response(403, headers=headers, json={"message": "API rate limit exceeded"})
     controller = _sender(registry, CONTROLLER_RETRY, [exhausted], sent)
     assert (await controller.send("GET", f"{BASE}/runners", endpoint=RUNNERS)).status_code == 403
-    with pytest.raises(RateLimited) as err:
+    with pytest.raises(gherrors.RateLimited) as err:
         await controller.send("POST", f"{BASE}/token", endpoint=REGISTRATION)
     assert err.value.until == pytest.approx(reset + 1)
     assert len(sent) == 1
@@ -122,7 +122,7 @@ async def test_primary_quota_low_keeps_cleanup_back_until_the_reset() -> None:
     }
     sender = _sender(registry, CONTROLLER_RETRY, [httpx.Response(200, headers=headers)], sent)
     await sender.send("GET", f"{BASE}/scale-set", endpoint=SCALE_SET)
-    with pytest.raises(RateLimited) as err:
+    with pytest.raises(gherrors.RateLimited) as err:
         await sender.send("GET", f"{BASE}/runners", endpoint=RUNNERS)
     assert err.value.until == reset
     await sender.send("POST", f"{BASE}/token", endpoint=REGISTRATION)
@@ -181,5 +181,5 @@ def test_actions_service_calls_neither_spend_nor_wait_for_the_rest_quota(
     assert budget.remaining == 300
     budget.take(Priority.HIGH, cost_of("POST", REGISTRATION))
     assert budget.remaining == 299  # a REST call still counts
-    with pytest.raises(RateLimited):  # and REST's low quota still holds cleanup back
+    with pytest.raises(gherrors.RateLimited):  # and REST's low quota still holds cleanup back
         budget.take(Priority.LOW, cost_of("GET", RUNNERS))

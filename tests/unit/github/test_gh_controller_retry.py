@@ -7,7 +7,7 @@ import httpx
 import pytest
 from prometheus_client import CollectorRegistry
 
-from gharc.github.errors import RateLimited, retry_delay
+from gharc.github import errors as gherrors
 from gharc.github.metrics import GitHubMetrics
 from gharc.github.transport import (
     CONTROLLER_RETRY,
@@ -47,8 +47,8 @@ async def test_controller_policy_returns_a_long_limit_at_once() -> None:
     response = await sender.send("POST", URL, endpoint="jit")
     assert response.status_code == 429 and slept == []
     err = error_from_response(response, 1000.0)
-    assert isinstance(err, RateLimited) and err.until == 1030.0
-    assert retry_delay(err, 1000.0) == 30.0
+    assert isinstance(err, gherrors.RateLimited) and err.until == 1030.0
+    assert gherrors.retry_delay(err, 1000.0) == 30.0
 
 
 async def test_controller_policy_waits_out_a_short_limit_once() -> None:

@@ -6,7 +6,7 @@ from typing import Any
 import httpx
 import pytest
 
-from gharc.github import errors as e
+from gharc.github import errors as gherrors
 from gharc.github.transport import error_from_response, redact_url
 
 
@@ -40,35 +40,35 @@ def _actions(name: str) -> dict[str, Any]:
 @pytest.mark.parametrize(
     ("status", "body", "headers", "cls"),
     [
-        (400, {"message": "Problems parsing JSON"}, {}, e.BadRequest),
-        (401, {"message": "Bad credentials"}, {}, e.Unauthorized),
-        (403, {"message": "Resource not accessible by integration"}, {}, e.Forbidden),
+        (400, {"message": "Problems parsing JSON"}, {}, gherrors.BadRequest),
+        (401, {"message": "Bad credentials"}, {}, gherrors.Unauthorized),
+        (403, {"message": "Resource not accessible by integration"}, {}, gherrors.Forbidden),
         (
             403,
             {"message": "API rate limit exceeded for user"},
             {"X-RateLimit-Remaining": "0", "X-RateLimit-Reset": "1700000000"},
-            e.RateLimited,
+            gherrors.RateLimited,
         ),
-        (403, {"message": "secondary"}, {"Retry-After": "30"}, e.RateLimited),
-        (429, {"message": "slow down"}, {}, e.RateLimited),
-        (404, {"message": "Not Found"}, {}, e.NotFound),
-        (409, {"message": "conflict"}, {}, e.Conflict),
-        (422, {"message": "Runner is still running a job"}, {}, e.UnprocessableEntity),
-        (500, {"message": "Server Error"}, {}, e.ServerError),
-        (503, None, {}, e.ServerError),
-        (404, _actions("RunnerScaleSetNotFoundException"), {}, e.RunnerScaleSetNotFound),
-        (404, _actions("AgentNotFoundException"), {}, e.AgentNotFound),
-        (409, _actions("AgentExistsException"), {}, e.AgentExists),
-        (409, _actions("TaskAgentSessionConflictException"), {}, e.SessionConflict),
+        (403, {"message": "secondary"}, {"Retry-After": "30"}, gherrors.RateLimited),
+        (429, {"message": "slow down"}, {}, gherrors.RateLimited),
+        (404, {"message": "Not Found"}, {}, gherrors.NotFound),
+        (409, {"message": "conflict"}, {}, gherrors.Conflict),
+        (422, {"message": "Runner is still running a job"}, {}, gherrors.UnprocessableEntity),
+        (500, {"message": "Server Error"}, {}, gherrors.ServerError),
+        (503, None, {}, gherrors.ServerError),
+        (404, _actions("RunnerScaleSetNotFoundException"), {}, gherrors.RunnerScaleSetNotFound),
+        (404, _actions("AgentNotFoundException"), {}, gherrors.AgentNotFound),
+        (409, _actions("AgentExistsException"), {}, gherrors.AgentExists),
+        (409, _actions("TaskAgentSessionConflictException"), {}, gherrors.SessionConflict),
         # The service's own names (actions-service-api.md section 9):
-        (409, _actions("RunnerScaleSetSessionConflictException"), {}, e.SessionConflict),
-        (400, _actions("RunnerScaleSetSessionExpiredException"), {}, e.BadRequest),
-        (404, _actions("RunnerAdminException"), {}, e.NotFound),
-        (400, _actions("JobStillRunningException"), {}, e.JobStillRunning),
+        (409, _actions("RunnerScaleSetSessionConflictException"), {}, gherrors.SessionConflict),
+        (400, _actions("RunnerScaleSetSessionExpiredException"), {}, gherrors.BadRequest),
+        (404, _actions("RunnerAdminException"), {}, gherrors.NotFound),
+        (400, _actions("JobStillRunningException"), {}, gherrors.JobStillRunning),
     ],
 )
 def test_error_mapping(
-    status: int, body: Any, headers: dict[str, str], cls: type[e.GitHubError]
+    status: int, body: Any, headers: dict[str, str], cls: type[gherrors.GitHubError]
 ) -> None:
     err = error_from_response(_resp(status, body, headers))
     assert type(err) is cls
@@ -78,20 +78,20 @@ def test_error_mapping(
 
 def test_named_errors_are_also_status_errors() -> None:
     err = error_from_response(_resp(404, _actions("RunnerScaleSetNotFoundException")))
-    assert isinstance(err, e.NotFound) and isinstance(err, e.ActionsServiceError)
+    assert isinstance(err, gherrors.NotFound) and isinstance(err, gherrors.ActionsServiceError)
     assert err.exception_name == "RunnerScaleSetNotFoundException"
     assert err.is_exception("RunnerScaleSetNotFound")
 
 
 def test_unknown_actions_name_keeps_status_class() -> None:
     err = error_from_response(_resp(404, _actions("SomethingElseException")))
-    assert type(err) is e.NotFound and err.exception_name == "SomethingElseException"
+    assert type(err) is gherrors.NotFound and err.exception_name == "SomethingElseException"
 
 
 def test_type_name_without_type_key() -> None:
     body = _actions("AgentExistsException")
     del body["typeKey"]
-    assert isinstance(error_from_response(_resp(409, body)), e.AgentExists)
+    assert isinstance(error_from_response(_resp(409, body)), gherrors.AgentExists)
 
 
 def test_rate_limited_carries_reset() -> None:
@@ -102,7 +102,7 @@ def test_rate_limited_carries_reset() -> None:
             {"X-RateLimit-Remaining": "0", "X-RateLimit-Reset": "1700000000"},
         )
     )
-    assert isinstance(err, e.RateLimited) and err.reset_at == 1700000000
+    assert isinstance(err, gherrors.RateLimited) and err.reset_at == 1700000000
 
 
 def test_redact_url() -> None:

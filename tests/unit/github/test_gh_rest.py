@@ -9,7 +9,7 @@ import pytest
 from gh_helpers import FAST_RETRY, FakeTime
 
 from gharc.github import GitHubMetrics, PersonalAccessToken, RestClient, RetryPolicy
-from gharc.github import errors as e
+from gharc.github import errors as gherrors
 from gharc.github.config import parse_config_url
 from gharc.github.transport import make_http_client, ssl_context
 from testworld.sim.github import DEFAULT_REPO, FakeGitHubServer
@@ -134,7 +134,7 @@ async def test_remove_runner(rest: RestClient, gh: FakeGitHubServer) -> None:
     idle = gh.state.register_static_runner(tenant, "idle", ["linux"])
     await rest.remove_runner(idle.id)
     assert idle.id not in gh.state.runners
-    with pytest.raises(e.NotFound):
+    with pytest.raises(gherrors.NotFound):
         await rest.remove_runner(idle.id)
 
 
@@ -158,7 +158,7 @@ async def test_remove_busy_runner_is_422(rest: RestClient, gh: FakeGitHubServer)
     jit = await actions.generate_jit_runner_config(ss.id, "busy-1")
     runner = gh.state.redeem_jit_config(jit.encoded_jit_config)
     assert gh.state.take_job(runner) is not None
-    with pytest.raises(e.UnprocessableEntity) as info:
+    with pytest.raises(gherrors.UnprocessableEntity) as info:
         await rest.remove_runner(jit.runner.id)
     assert "still running a job" in str(info.value)
     await actions.aclose()
@@ -189,7 +189,7 @@ async def test_workflow_runs_and_jobs(rest: RestClient, gh: FakeGitHubServer) ->
         ("build", "queued", ["self-hosted", "linux"]),
         ("test", "queued", ["linux"]),
     ]
-    with pytest.raises(e.NotFound):
+    with pytest.raises(gherrors.NotFound):
         await rest.list_workflow_jobs("octo-org", "octo-repo", 424242)
 
 
@@ -218,7 +218,7 @@ async def test_rate_limit_beyond_cap_raises(gh: FakeGitHubServer, metrics: GitHu
     )
     try:
         gh.state.exhaust_rate_limit(gh.token, reset_in=3600)
-        with pytest.raises(e.RateLimited) as info:
+        with pytest.raises(gherrors.RateLimited) as info:
             await client.list_runners()
         assert t.sleeps == []
         assert info.value.reset_at is not None and info.value.reset_at > time.time() + 3000
@@ -270,7 +270,7 @@ async def test_forbidden_not_retried(gh: FakeGitHubServer, metrics: GitHubMetric
         retry=FAST_RETRY,
     )
     try:
-        with pytest.raises(e.Forbidden) as info:
+        with pytest.raises(gherrors.Forbidden) as info:
             await client.list_runners()
         assert limited not in str(info.value)
         assert gh.calls(RUNNERS) == 1
@@ -301,7 +301,7 @@ async def test_connection_errors_retried_then_raise(metrics: GitHubMetrics) -> N
         await client.create_registration_token()
         assert attempts == 3 and len(t.sleeps) == 2
         attempts = -100
-        with pytest.raises(e.ConnectionFailed):
+        with pytest.raises(gherrors.ConnectionFailed):
             await client.create_registration_token(force=True)
     finally:
         await client.aclose()

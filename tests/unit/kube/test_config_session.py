@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from gharc.kube.config import environment_proxy, new_api_client
+from gharc.kube.config import new_api_client
+from gharc.kube.leanconfig import environment_proxy
 
 KUBECONFIG = """
 apiVersion: v1

@@ -8,8 +8,8 @@ from collections import Counter
 
 import pytest
 
+from gharc.kube import errors as kerrors
 from gharc.kube.controller import Controller
-from gharc.kube.errors import Conflict
 from gharc.kube.ratelimit import ItemExponentialFailureRateLimiter
 from gharc.kube.reconcile import Request, Result, TerminalError
 
@@ -123,7 +123,7 @@ async def test_a_terminal_error_is_not_retried() -> None:
 @pytest.mark.looptime
 async def test_a_conflict_is_retried_like_any_error() -> None:
     rec = Recorder()
-    rec.outcomes[A] = [Conflict("stale"), None]
+    rec.outcomes[A] = [kerrors.Conflict("stale"), None]
     ctl = Controller("conflict", rec)
     task = await _run(ctl)
     ctl.queue.add(A)

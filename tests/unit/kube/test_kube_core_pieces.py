@@ -10,7 +10,7 @@ import pytest
 
 import gharc.kube
 from gharc.api.resources import EPHEMERAL_RUNNER_SETS, EPHEMERAL_RUNNERS
-from gharc.kube import errors
+from gharc.kube import errors as kerrors
 from gharc.kube.handler import EnqueueRequestForOwner, owner_reference
 from gharc.kube.informer import EventHandlerFuncs, Informer
 from gharc.kube.labels import Selector
@@ -43,21 +43,21 @@ def test_the_public_surface_is_sorted_and_importable() -> None:
 @pytest.mark.parametrize(
     ("code", "reason", "cls"),
     [
-        (404, "NotFound", errors.NotFound),
-        (409, "Conflict", errors.Conflict),
-        (409, "AlreadyExists", errors.AlreadyExists),
-        (410, "Expired", errors.Gone),
-        (410, "Gone", errors.Gone),
-        (422, "Invalid", errors.Invalid),
-        (403, "Forbidden", errors.Forbidden),
-        (429, "TooManyRequests", errors.TooManyRequests),
-        (504, "Timeout", errors.ServerTimeout),
-        (500, "ServerTimeout", errors.ServerTimeout),
-        (418, "Teapot", errors.ApiError),
+        (404, "NotFound", kerrors.NotFound),
+        (409, "Conflict", kerrors.Conflict),
+        (409, "AlreadyExists", kerrors.AlreadyExists),
+        (410, "Expired", kerrors.Gone),
+        (410, "Gone", kerrors.Gone),
+        (422, "Invalid", kerrors.Invalid),
+        (403, "Forbidden", kerrors.Forbidden),
+        (429, "TooManyRequests", kerrors.TooManyRequests),
+        (504, "Timeout", kerrors.ServerTimeout),
+        (500, "ServerTimeout", kerrors.ServerTimeout),
+        (418, "Teapot", kerrors.ApiError),
     ],
 )
 def test_errors_are_chosen_by_code_and_reason(code: int, reason: str, cls: type) -> None:
-    err = errors.error_from_status(
+    err = kerrors.error_from_status(
         {"kind": "Status", "code": code, "reason": reason, "message": "m"}
     )
     assert type(err) is cls
@@ -65,24 +65,24 @@ def test_errors_are_chosen_by_code_and_reason(code: int, reason: str, cls: type)
 
 
 def test_already_exists_is_not_a_conflict() -> None:
-    assert not issubclass(errors.AlreadyExists, errors.Conflict)
+    assert not issubclass(kerrors.AlreadyExists, kerrors.Conflict)
 
 
 def test_retry_after_comes_from_the_header_or_the_details() -> None:
     body = json.dumps({"kind": "Status", "code": 429, "reason": "TooManyRequests"}).encode()
-    assert errors.error_from_response(429, body, {"Retry-After": "3"}).retry_after == 3.0
+    assert kerrors.error_from_response(429, body, {"Retry-After": "3"}).retry_after == 3.0
     status = {
         "kind": "Status",
         "code": 429,
         "reason": "TooManyRequests",
         "details": {"retryAfterSeconds": 7},
     }
-    assert errors.error_from_status(status).retry_after == 7.0
+    assert kerrors.error_from_status(status).retry_after == 7.0
 
 
 def test_a_non_json_error_body_still_gives_a_typed_error() -> None:
-    err = errors.error_from_response(503, b"<html>unavailable</html>")
-    assert isinstance(err, errors.ServiceUnavailable) and "unavailable" in err.message
+    err = kerrors.error_from_response(503, b"<html>unavailable</html>")
+    assert isinstance(err, kerrors.ServiceUnavailable) and "unavailable" in err.message
 
 
 def test_resource_paths_cover_core_groups_namespaces_and_subresources() -> None:

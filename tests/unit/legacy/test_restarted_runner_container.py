@@ -15,7 +15,7 @@ from typing import Any
 from gharc.controllers.legacy.gracefulstop import GracefulStop
 from gharc.controllers.legacy.options import LegacyOptions
 from gharc.controllers.legacy.pods import RunnerPods
-from gharc.github import errors as gh
+from gharc.github import errors as gherrors
 
 
 class _Informer:
@@ -74,7 +74,7 @@ class _Client:
 
     async def remove_runner(self, runner_id: int) -> None:
         if runner_id != 9:
-            raise gh.NotFound("runner not found", status=404)
+            raise gherrors.NotFound("runner not found", status=404)
         self.removed.append(runner_id)
 
 

@@ -11,10 +11,10 @@ import pytest
 from gharc.api import crds
 from gharc.api.generate import render_legacy_crd_files, stale_files
 from gharc.api.legacy import constants as c
-from gharc.controllers.legacy import pods as p
 from gharc.controllers.legacy.options import LegacyOptions
 from gharc.controllers.legacy.podowner import OwnerState, classify, skip_create
 from gharc.controllers.legacy.resources import PodBuildError, new_runner_pod
+from gharc.kube import objects
 
 NOW = dt.datetime(2026, 1, 1, 12, 0, tzinfo=dt.UTC)
 MIN = dt.timedelta(minutes=1)
@@ -125,7 +125,7 @@ def _pod(
             {
                 "type": "Ready",
                 "status": "True",
-                "lastTransitionTime": p.format_time(NOW - ready_for),
+                "lastTransitionTime": objects.format_time(NOW - ready_for),
             }
         )
     ann = {c.ANNOTATION_RUNNER_ID: "7"} if rid else {}

@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
-from gharc.github.errors import MessageQueueTokenExpired, SessionConflict
+from gharc.github import errors as gherrors
 from gharc.github.models import AcquirableJob, RunnerScaleSetMessage, RunnerScaleSetSession
 from gharc.listener.app import Listener
 from gharc.listener.config import ListenerConfig
@@ -120,9 +120,9 @@ class FakeActions:
         self.calls.append(("get", last_message_id, max_capacity, queue_token))
         if self.expire_next_poll:
             self.expire_next_poll = False
-            raise MessageQueueTokenExpired("expired", status=401)
+            raise gherrors.MessageQueueTokenExpired("expired", status=401)
         if queue_token != self.token:
-            raise MessageQueueTokenExpired("stale token", status=401)
+            raise gherrors.MessageQueueTokenExpired("stale token", status=401)
         try:
             item = await asyncio.wait_for(self.queue.get(), timeout=self.poll_seconds)
         except TimeoutError:
@@ -150,8 +150,8 @@ class FakeActions:
         pass
 
 
-def conflict() -> SessionConflict:
-    return SessionConflict(
+def conflict() -> gherrors.SessionConflict:
+    return gherrors.SessionConflict(
         "The runner scale set already has an active session", status=409, exception_name="X"
     )
 

@@ -13,8 +13,9 @@ from collections.abc import Awaitable, Callable
 import pytest
 from listener_fakes import FakeActions, FakePatcher, config, job, message
 
+from gharc.api.schedule import ScheduleError
 from gharc.listener.app import Listener
-from gharc.listener.capacity import CapacityPolicy, ScheduleError
+from gharc.listener.capacity import CapacityPolicy
 from gharc.listener.config import ConfigError
 from testworld.wait import eventually
 

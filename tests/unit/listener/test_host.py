@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from listener_fakes import FakeActions, FakePatcher, config, message
 
-from gharc.github.errors import Unauthorized
+from gharc.github import errors as gherrors
 from gharc.kube.shardfence import CURRENT_SHARD, acting_for
 from gharc.listener.config import MetricsConfig
 from gharc.listener.host import PHASE_BACKOFF, PHASE_RUNNING, ListenerHost
@@ -80,8 +80,8 @@ class World:
         self.host.ensure(("ctl", name), ("ns", name), fingerprint, resolve)
 
 
-def revoked() -> Unauthorized:
-    return Unauthorized("Bad credentials", status=401)
+def revoked() -> gherrors.Unauthorized:
+    return gherrors.Unauthorized("Bad credentials", status=401)
 
 
 #: The shared helper with backoff-sized defaults (loop time, see the module docstring).

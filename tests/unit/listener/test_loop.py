@@ -11,13 +11,7 @@ import pytest
 from listener_fakes import FakeActions, FakePatcher, config, conflict, job, message, running, until
 from prometheus_client.parser import text_string_to_metric_families
 
-from gharc.github.errors import (
-    ConnectionFailed,
-    NotFound,
-    RateLimited,
-    ServerError,
-    Unauthorized,
-)
+from gharc.github import errors as gherrors
 from gharc.listener.app import Listener
 from gharc.listener.metrics import ListenerMetrics
 from gharc.listener.runnerset_writes import KubePatchError
@@ -142,14 +136,14 @@ async def test_transient_errors_never_exit() -> None:
     api, patcher = FakeActions(), FakePatcher()
     listener = Listener(config(), api, patcher)
     for err in (
-        ConnectionFailed("EOF"),
-        ServerError("boom", status=502),
+        gherrors.ConnectionFailed("EOF"),
+        gherrors.ServerError("boom", status=502),
         TimeoutError(),
-        ConnectionFailed("EOF"),
+        gherrors.ConnectionFailed("EOF"),
     ):
         api.queue.put_nowait(err)
     api.queue.put_nowait(message(1, [job("JobAvailable", 1)], assigned=1))
-    api.acquire_errors.append(ServerError("acquire 503", status=503))
+    api.acquire_errors.append(gherrors.ServerError("acquire 503", status=503))
     patcher.errors.append(KubePatchError("apiserver restarting", 503))
     async with running(listener) as task:
         await until(lambda: (1, 1) in patcher.replicas)
@@ -161,7 +155,7 @@ async def test_unhandled_message_is_not_acknowledged_and_is_redelivered() -> Non
     api, patcher = FakeActions(), FakePatcher()
     listener = Listener(config(), api, patcher, step_attempts=1)
     msg = message(1, [job("JobAvailable", 1)], assigned=1)
-    api.acquire_errors.append(ServerError("acquire 503", status=503))
+    api.acquire_errors.append(gherrors.ServerError("acquire 503", status=503))
     api.queue.put_nowait(msg)
     api.queue.put_nowait(msg)  # the service redelivers an unacknowledged message
     async with running(listener):
@@ -195,9 +189,9 @@ async def test_session_conflict_then_success() -> None:
 @pytest.mark.parametrize(
     ("err", "words"),
     [
-        (Unauthorized("Bad credentials", status=401), "credentials"),
-        (NotFound("RunnerScaleSetNotFoundException", status=404), "scale set 7 not found"),
-        (RateLimited("API rate limit exceeded", status=403, reset_at=2e9), "rate limit"),
+        (gherrors.Unauthorized("Bad credentials", status=401), "credentials"),
+        (gherrors.NotFound("RunnerScaleSetNotFoundException", status=404), "scale set 7 not found"),
+        (gherrors.RateLimited("API rate limit exceeded", status=403, reset_at=2e9), "rate limit"),
     ],
 )
 async def test_deterministic_startup_failures_are_fatal_at_once(err: Exception, words: str) -> None:
@@ -214,7 +208,10 @@ async def test_deterministic_startup_failures_are_fatal_at_once(err: Exception, 
 
 async def test_transient_startup_failure_is_retried() -> None:
     api, patcher = FakeActions(), FakePatcher()
-    api.create_errors = [ConnectionFailed("EOF"), ServerError("bad gateway", status=502)]
+    api.create_errors = [
+        gherrors.ConnectionFailed("EOF"),
+        gherrors.ServerError("bad gateway", status=502),
+    ]
     listener = Listener(config(), api, patcher)
     async with running(listener):
         await until(lambda: bool(patcher.replicas))

@@ -18,7 +18,7 @@ import pytest
 from listener_fakes import FakeActions, FakePatcher, config, job, running, until
 from prometheus_client import CollectorRegistry
 
-from gharc.github.errors import ServerError
+from gharc.github import errors as gherrors
 from gharc.github.models import RunnerScaleSet, RunnerScaleSetMessage
 from gharc.listener.app import Listener
 from gharc.listener.metrics import ListenerMetrics
@@ -157,7 +157,7 @@ async def test_transient_failures_still_redeliver_the_message() -> None:
     api, patcher = WireQueue(), FakePatcher()
     metrics = _metrics()
     listener = Listener(config(), api, patcher, metrics=metrics, step_attempts=1)
-    api.acquire_errors.append(ServerError("acquire 503", status=503))
+    api.acquire_errors.append(gherrors.ServerError("acquire 503", status=503))
     api.put(wire(1, [job("JobAvailable", 1)], assigned=1))
     async with running(listener):
         await until(lambda: api.deleted_messages == [1])
@@ -174,7 +174,7 @@ async def test_transient_failures_still_redeliver_the_message() -> None:
         (httpx.ReadTimeout("slow"), True),
         (ConnectionResetError(), True),
         (TimeoutError(), True),
-        (ServerError("x", status=502), True),
+        (gherrors.ServerError("x", status=502), True),
         (KubePatchError("apiserver", 503), True),
     ],
 )

@@ -8,7 +8,7 @@ import copy
 from typing import Any
 
 from gharc.api.resources import HORIZONTAL_RUNNER_AUTOSCALERS, RUNNER_DEPLOYMENTS
-from gharc.kube.errors import Conflict, NotFound
+from gharc.kube import errors as kerrors
 
 
 class MemoryKube:
@@ -31,7 +31,7 @@ class MemoryKube:
         try:
             return copy.deepcopy(self.objects[(resource, namespace or "", name)])
         except KeyError:
-            raise NotFound(f"{name} not found") from None
+            raise kerrors.NotFound(f"{name} not found") from None
 
     async def list(self, resource: Any, *, namespace: str | None = None, **_: Any) -> Any:
         return [
@@ -55,7 +55,7 @@ class MemoryKube:
         m = target["metadata"]
         stored = self.objects[(resource, m["namespace"], m["name"])]
         if optimistic_lock and stored["metadata"]["resourceVersion"] != m["resourceVersion"]:
-            raise Conflict("changed")
+            raise kerrors.Conflict("changed")
         stored["spec"].update(patch["spec"])
         annotations = (patch.get("metadata") or {}).get("annotations") or {}
         if annotations:

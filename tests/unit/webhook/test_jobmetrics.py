@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 from prometheus_client import CollectorRegistry
 
+from gharc.settings.declare import UsageError
 from gharc.webhook.jobmetrics import (
     COMMON_LABELS,
     OTHER,
@@ -16,7 +17,7 @@ from gharc.webhook.jobmetrics import (
     common_labels,
     failed_step,
 )
-from gharc.webhook.main import UsageError, parse_args
+from gharc.webhook.main import parse_args
 
 
 def delivery(action: str, **job: Any) -> dict[str, Any]:

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from gharc.webhook.main import UsageError, parse_args, server_url
+from gharc.settings.declare import UsageError
+from gharc.webhook.main import parse_args, server_url
 from testworld.sim.github import FakeGitHubState
 from testworld.sim.github.webhooks import workflow_job_payload
 

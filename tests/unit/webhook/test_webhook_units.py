@@ -12,8 +12,9 @@ from typing import Any
 
 import pytest
 
+from gharc.api.legacy.duration import parse_go_duration
 from gharc.api.resources import HORIZONTAL_RUNNER_AUTOSCALERS, RUNNER_DEPLOYMENTS, RUNNER_SETS
-from gharc.kube.errors import NotFound
+from gharc.kube import errors as kerrors
 from gharc.webhook import completed
 from gharc.webhook.batch import (
     ADDED,
@@ -35,7 +36,6 @@ from gharc.webhook.lookup import (
     TargetSpec,
     hra_keys,
     labels_match,
-    parse_go_duration,
     trigger_duration,
 )
 from gharc.webhook.payload import PayloadError, decode, workflow_job
@@ -147,7 +147,7 @@ class MemoryReader:
         try:
             return self.objects[(resource, namespace or "", name)]
         except KeyError:
-            raise NotFound(f"{name} not found") from None
+            raise kerrors.NotFound(f"{name} not found") from None
 
     async def list(self, resource: Any, *, namespace: str | None = None, **_: Any) -> Any:
         return [
