@@ -15,8 +15,8 @@ from gharc.api.resources import AUTOSCALING_RUNNER_SETS, EPHEMERAL_RUNNER_SETS
 from gharc.api.scaleset import constants as c
 from gharc.controllers.scaleset.release import release_all
 from gharc.github.pool import ClientPool
+from gharc.kube import errors as kerrors
 from gharc.kube.client import KubeClient
-from gharc.kube.errors import NotFound
 from gharc.kube.resources import Resource
 
 JSON = dict[str, Any]
@@ -52,7 +52,7 @@ class _Kube:
         ]
 
     async def get(self, resource: Resource, name: str, *, namespace: str | None = None) -> JSON:
-        raise NotFound(f"{resource.plural} {namespace}/{name}")
+        raise kerrors.NotFound(f"{resource.plural} {namespace}/{name}")
 
     async def merge_patch(self, resource: Resource, obj: JSON, patch: JSON, **_: Any) -> JSON:
         self.patched.append((obj["kind"], obj["metadata"]["namespace"]))
