@@ -4,7 +4,7 @@ GitHub does not retry a delivery that failed or never arrived, so with webhooks 
 lost ``queued`` event is a job that waits until some other job's runner frees up, or
 forever when the HRA scales to zero (ARC behaves the same). Every ``interval`` seconds this
 lists the queued jobs of the repositories the workflow_job HRAs serve (GitHub REST, runs
-``queued`` and ``in_progress``, then their jobs), finds each job's HRA exactly as a
+``queued``, ``in_progress`` and ``waiting``, then their jobs), finds each job's HRA exactly as a
 delivery would, and submits a +1 named after the job. The batch scaler adds nothing for a
 job that already has its reservation or already completed, so a job is reserved for at
 most once whichever of the delivery and the poll comes first, and a lost delivery costs at
@@ -193,10 +193,12 @@ class QueuedJobPoller:
 
     async def _listing(self, repo: Repo) -> tuple[list[WorkflowJob], set[int]]:
         """The queued jobs of ``repo``, and the ids of every job not completed (queued or
-        running) in its queued and in-progress runs."""
+        running) in its queued, in-progress and waiting runs (a run waiting for an approval
+        may have other jobs queued or running)."""
         runs: Sequence[WorkflowRun] = [
             *await self.github.workflow_runs(repo.owner, repo.name, "queued"),
             *await self.github.workflow_runs(repo.owner, repo.name, "in_progress"),
+            *await self.github.workflow_runs(repo.owner, repo.name, "waiting"),
         ]
         queued: list[WorkflowJob] = []
         active: set[int] = set()
@@ -235,7 +237,14 @@ class QueuedJobPoller:
                 )
                 if match is None:
                     continue
-                op = ScaleOp(match.namespace, match.name, 1, match.duration, job_key(job.id))
+                op = ScaleOp(
+                    match.namespace,
+                    match.name,
+                    1,
+                    match.duration,
+                    job_key(job.id),
+                    f"{repo.owner}/{repo.name}",
+                )
                 try:
                     pending.append(self.scaler.submit(op))
                 except QueueFull:

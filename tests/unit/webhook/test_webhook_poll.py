@@ -30,9 +30,21 @@ class Jobs:
     def __init__(self) -> None:
         self.jobs: dict[tuple[str, str], list[WorkflowJob]] = {}
         self.calls: list[tuple[str, str]] = []
+        self.run_status: dict[int, str] = {}
 
-    def add(self, repo: str, job_id: int, status: str = "queued", labels: Any = None) -> None:
+    def add(
+        self,
+        repo: str,
+        job_id: int,
+        status: str = "queued",
+        labels: Any = None,
+        run_status: str = "",
+    ) -> None:
+        """``run_status``: the job's run's, when not the job's own (a run waiting for an
+        approval while another of its jobs is queued)."""
         owner, _, name = repo.partition("/")
+        if run_status:
+            self.run_status[job_id * 10] = run_status
         job = WorkflowJob(
             id=job_id,
             run_id=job_id * 10,
@@ -48,7 +60,7 @@ class Jobs:
         return [
             WorkflowRun(id=j.run_id, status=j.status)
             for j in jobs
-            if run_status.get(j.status or "") == status
+            if self.run_status.get(j.run_id, run_status.get(j.status or "")) == status
         ]
 
     async def workflow_jobs(self, owner: str, repo: str, run_id: int) -> list[WorkflowJob]:
@@ -275,3 +287,20 @@ def test_the_polls_release_neither_takes_an_unnamed_reservation_nor_marks_the_jo
     own = _reservation("job-4", 10, now.timestamp())
     planned, outcomes = plan([own], 10, [release], now, done)
     assert planned == [] and outcomes == [REMOVED] and done == set()
+
+
+async def test_the_polls_reservations_record_their_repository_and_waiting_runs_count() -> None:
+    """A reservation of the poll's own must name its repository on the HRA too, or a round
+    whose listing of that repository failed would release it; a queued job of a run
+    waiting for an approval is queued all the same."""
+    kube, jobs = world(), Jobs()
+    jobs.add("acme/app", 1, run_status="waiting")
+    poller, task = await _poller(kube, jobs)
+    try:
+        assert (await poller.poll()).reserved == 1
+        hra = await kube.get(HORIZONTAL_RUNNER_AUTOSCALERS, "hra", namespace="ns")
+        assert recorded.read(hra) == ["acme/app"]
+        poller.release_after = 0.0
+        assert (await poller.poll()).released == 0  # still queued in its waiting run
+    finally:
+        task.cancel()
