@@ -31,6 +31,7 @@ import signal
 import sys
 import time
 from collections import Counter
+from collections.abc import Sequence
 from pathlib import Path
 from typing import IO, Any
 
@@ -42,13 +43,21 @@ from gharc.kube import objects
 from testworld.controlplane import ControlPlane, free_port
 from testworld.demo import Demo, DemoOptions
 from testworld.sim.github import DEFAULT_ORG, FakeGitHubServer
-from testworld.sim.github.webhooks import WebhookDeliverer
+from testworld.sim.github.webhooks import RETRY_DELAYS, WebhookDeliverer
 from testworld.sim.kubelet import KubeletSimulator
+from testworld.sim.processes import child_options, signal_group
 from testworld.sim.programs import LegacyRunnerProgram, legacy_programs
 from testworld.world import phase_counts, scrape_kube_calls
 
 RUNNER_NAMESPACE = "arc-runners"
 GROUP, VERSION = "actions.summerwind.dev", "v1alpha1"
+LEGACY_PLURALS = (
+    "horizontalrunnerautoscalers",
+    "runnerdeployments",
+    "runnerreplicasets",
+    "runnersets",
+    "runners",
+)
 RESERVATION = "30m"
 """How long a ``queued`` event's reservation lasts if its ``completed`` never arrives."""
 
@@ -67,8 +76,21 @@ class LegacyWorld:
         *,
         log_dir: Path,
         namespace: str = RUNNER_NAMESPACE,
+        hook_retries: Sequence[float] = RETRY_DELAYS,
+        webhook_args: Sequence[str] = (),
+        hook_concurrency: int = 1,
+        purge_on_exit: bool = False,
     ) -> None:
+        """``hook_retries``: the deliverer's ``retry_delays`` (``()`` as GitHub, which retries
+        nothing); ``hook_concurrency``: deliveries in flight at once
+        (1: in order); ``webhook_args``: more ``gharc webhook-server``
+        flags; ``purge_on_exit``: delete every legacy object and pod of ``namespace`` on
+        the way out (a shared control plane)."""
+        self.purge_on_exit = purge_on_exit
+        self.hook_concurrency = hook_concurrency
         self.kubeconfig = kubeconfig
+        self.hook_retries = hook_retries
+        self.webhook_args = list(webhook_args)
         self.github = github
         self.log_dir = log_dir
         self.namespace = namespace
@@ -98,36 +120,30 @@ class LegacyWorld:
         with contextlib.suppress(client.ApiException):
             await client.CoreV1Api(self.api).create_namespace(body)
         self.log_dir.mkdir(parents=True, exist_ok=True)
-        env = {**os.environ, "GITHUB_TOKEN": self.github.token, "GITHUB_URL": self.github.url}
-        common = [
-            f"--kubeconfig={self.kubeconfig}",
-            f"--watch-namespace={self.namespace}",
-            "--log-level=info",
-        ]
         await self._spawn(
             "controller",
             self.controller_log_path,
-            [*common, f"--metrics-addr=127.0.0.1:{self.metrics_port}", "--sync-period=10s"],
-            env,
-        )
-        await self._spawn(
-            "webhook-server",
-            self.webhook_log_path,
             [
-                *common,
-                f"--webhook-addr=127.0.0.1:{self.webhook_port}",
-                "--metrics-addr=0",
+                f"--kubeconfig={self.kubeconfig}",
+                f"--watch-namespace={self.namespace}",
+                "--log-level=info",
+                f"--metrics-addr=127.0.0.1:{self.metrics_port}",
+                "--sync-period=10s",
             ],
-            {**env, "GITHUB_WEBHOOK_SECRET_TOKEN": self.webhook_secret},
+            self._env(),
         )
-        await self._wait_port(self.webhook_port, timeout=60)
+        await self.start_webhook_server()
         self.kubelet = KubeletSimulator(
             self.api,
             programs=legacy_programs(LegacyRunnerProgram(poll_seconds=20)),
             namespaces=[self.namespace],
         )
         await self.kubelet.start()
-        self.hooks = WebhookDeliverer(self.github.state)
+        self.hooks = WebhookDeliverer(
+            self.github.state,
+            concurrency=self.hook_concurrency,
+            retry_delays=self.hook_retries,
+        )
         self.hooks.add_hook(f"http://127.0.0.1:{self.webhook_port}/", self.webhook_secret)
         await self.hooks.start()
         return self
@@ -150,7 +166,69 @@ class LegacyWorld:
         if self.kubelet is not None:
             await self.kubelet.stop()
         if self.api is not None:
+            if self.purge_on_exit:
+                await self.purge()
             await self.api.close()
+
+    async def purge(self) -> None:
+        """Leave no legacy object or pod in the namespace (finalizers stripped), for a world
+        that shares its control plane with later tests; called once the processes stopped,
+        or the controller would make again what goes."""
+        core = client.CoreV1Api(self.api)
+        for plural in LEGACY_PLURALS:
+            listed: Any = await self.custom.list_namespaced_custom_object(
+                GROUP, VERSION, self.namespace, plural
+            )
+            for obj in listed.get("items", []):
+                name = obj["metadata"]["name"]
+                with contextlib.suppress(client.ApiException):
+                    if obj["metadata"].get("finalizers"):
+                        await self.custom.patch_namespaced_custom_object(
+                            GROUP,
+                            VERSION,
+                            self.namespace,
+                            plural,
+                            name,
+                            {"metadata": {"finalizers": None}},
+                        )
+                    await self.custom.delete_namespaced_custom_object(
+                        GROUP, VERSION, self.namespace, plural, name
+                    )
+        for pod in (await core.list_namespaced_pod(self.namespace)).items:
+            name = pod.metadata.name
+            with contextlib.suppress(client.ApiException):
+                if pod.metadata.finalizers:
+                    body: Any = {"metadata": {"finalizers": None}}
+                    await core.patch_namespaced_pod(name, self.namespace, body)
+                await core.delete_namespaced_pod(name, self.namespace, grace_period_seconds=0)
+
+    def _env(self) -> dict[str, str]:
+        return {**os.environ, "GITHUB_TOKEN": self.github.token, "GITHUB_URL": self.github.url}
+
+    async def start_webhook_server(self) -> None:
+        """Start ``gharc webhook-server`` on :attr:`webhook_port` (again, after
+        :meth:`kill_webhook_server`) and wait until it accepts connections."""
+        await self._spawn(
+            "webhook-server",
+            self.webhook_log_path,
+            [
+                f"--kubeconfig={self.kubeconfig}",
+                f"--watch-namespace={self.namespace}",
+                "--log-level=info",
+                f"--webhook-addr=127.0.0.1:{self.webhook_port}",
+                "--metrics-addr=0",
+                *self.webhook_args,
+            ],
+            {**self._env(), "GITHUB_WEBHOOK_SECRET_TOKEN": self.webhook_secret},
+        )
+        await self._wait_port(self.webhook_port, timeout=60)
+
+    async def kill_webhook_server(self) -> None:
+        """SIGKILL the webhook server (its whole process group) and reap it: no shutdown,
+        nothing queued is written. Deliveries fail until :meth:`start_webhook_server`."""
+        proc = self.procs.pop("webhook-server")
+        signal_group(proc.pid, signal.SIGKILL)
+        await proc.wait()
 
     async def _spawn(self, command: str, log: Path, args: list[str], env: dict[str, str]) -> None:
         out = log.open("ab")
@@ -164,6 +242,7 @@ class LegacyWorld:
             env=env,
             stdout=out,
             stderr=asyncio.subprocess.STDOUT,
+            **child_options(),  # its own process group, and it dies with the test process
         )
 
     async def _wait_port(self, port: int, timeout: float) -> None:

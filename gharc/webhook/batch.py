@@ -40,7 +40,7 @@ from gharc.api.resources import HORIZONTAL_RUNNER_AUTOSCALERS
 from gharc.kube import errors as kerrors
 from gharc.kube import objects
 from gharc.kube.client import KubeClient
-from gharc.webhook import completed
+from gharc.webhook import completed, repositories
 from gharc.webhook.settings import WebhookSettings
 
 log = logging.getLogger(__name__)
@@ -73,6 +73,13 @@ class ScaleOp:
     amount: int
     duration: dt.timedelta
     key: str = ""  # the reservation's name (job_key); "" for ARC's unnamed reservations
+    #: The job's repository (``owner/name``): a +1 records it on the HRA
+    #: (:mod:`gharc.webhook.repositories`).
+    repo: str = ""
+    #: A -1 that releases the job's own reservation and never an unnamed one, and does not
+    #: record the job as completed: the poll's release of a job it did not find queued or
+    #: running (should the job show up queued after all, the next round reserves again).
+    own_only: bool = False
 
 
 def _parse(value: Any) -> dt.datetime | None:
@@ -124,11 +131,12 @@ def plan(
             outcomes.append(ADDED)
         elif op.amount < 0 and op.key:
             repeat = op.key in done
-            done.add(op.key)
+            if not op.own_only:  # the poll's release is no completion: the job may be back
+                done.add(op.key)
             own = [i for i, r in enumerate(planned) if r.get("name") == op.key]
             unnamed = [i for i, r in enumerate(planned) if not r.get("name")]
             # a repeated completion released its reservation already: not another one's
-            drop = own[:1] or ([] if repeat else unnamed[:1])
+            drop = own[:1] or ([] if repeat or op.own_only else unnamed[:1])
             planned = [r for i, r in enumerate(planned) if i not in drop]
             outcomes.append(REMOVED if drop else NOTHING)
         elif op.amount < 0:
@@ -319,13 +327,27 @@ class BatchScaler:
             planned, outcomes = plan(
                 before, HorizontalRunnerAutoscalerView(hra).max_replicas, ops, now, trial
             )
-            released = [op.key for op in ops if op.amount < 0 and op.key and op.key not in stored]
-            if all(o in (RESERVED, FINISHED) for o in outcomes) and not released:
+            released = [
+                op.key
+                for op in ops
+                if op.amount < 0 and op.key and not op.own_only and op.key not in stored
+            ]
+            known = repositories.read(hra)
+            new_repos = [
+                op.repo for op in ops if op.amount > 0 and op.repo and op.repo not in known
+            ]
+            if all(o in (RESERVED, FINISHED) for o in outcomes) and not released and not new_repos:
                 return outcomes  # every op is a repeat: nothing to write
             patch: JSON = {"spec": {"capacityReservations": planned}}
+            annotations: dict[str, str] = {}
             if released:
-                value = completed.render(stored, released, now.timestamp())
-                patch["metadata"] = {"annotations": {completed.ANNOTATION: value}}
+                annotations[completed.ANNOTATION] = completed.render(
+                    stored, released, now.timestamp()
+                )
+            if new_repos:
+                annotations[repositories.ANNOTATION] = repositories.render(known, new_repos)
+            if annotations:
+                patch["metadata"] = {"annotations": annotations}
             try:
                 await self.client.merge_patch(
                     HORIZONTAL_RUNNER_AUTOSCALERS, hra, patch, optimistic_lock=True
@@ -336,7 +358,7 @@ class BatchScaler:
                     raise
                 continue
             for op in ops:
-                if op.amount < 0 and op.key:
+                if op.amount < 0 and op.key and not op.own_only:
                     finished.add(op.key)
             self.patches += 1
             log.info(

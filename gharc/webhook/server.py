@@ -255,7 +255,9 @@ class WebhookHandler:
                 return Answer(200, "")
             amount = -1
         key = reservation_name(job.job_id)
-        op = ScaleOp(match.namespace, match.name, amount, match.duration, key)
+        op = ScaleOp(
+            match.namespace, match.name, amount, match.duration, key, f"{job.owner}/{job.repo}"
+        )
         try:
             stored = self.scaler.submit(op)
         except QueueFull as err:

@@ -6,9 +6,14 @@ and ``X-Hub-Signature-256`` (HMAC-SHA256 of the body with the hook's secret). Jo
 transitions in :class:`FakeGitHubState` become deliveries: enqueue -> ``queued``, the
 runner starts it -> ``in_progress``, it finishes or is cancelled -> ``completed``.
 
-Deliveries run in order on one task so a test sees ``queued`` before ``completed``; a
+Deliveries run in order on one task (``concurrency=1``) so a test sees ``queued`` before
+``completed``; GitHub sends each on its own, out of order at times (``concurrency`` > 1). A
 connection error or a 5xx answer is retried with a short backoff (``retry_delays``), a 4xx
-is not (GitHub would not succeed by resending a rejected payload). Every attempt is kept in
+is not (GitHub would not succeed by resending a rejected payload). GitHub itself retries
+nothing: ``retry_delays=()`` (:data:`GITHUB_RETRIES`) delivers as it does, so a delivery to
+a server that is down is lost until someone redelivers it. :meth:`WebhookDeliverer.redeliver`
+is GitHub's "Redeliver" (the web UI or the REST API): the same body under the same
+``X-GitHub-Delivery``, which names the event, not the attempt. Every attempt is kept in
 :attr:`WebhookDeliverer.deliveries` for assertions.
 
     hooks = WebhookDeliverer(gh.state)
@@ -37,6 +42,10 @@ from testworld.sim.github.state import FakeGitHubState, Job, rfc3339
 log = logging.getLogger("testworld.sim.github.webhooks")
 
 _CONCLUSION = {"succeeded": "success", "failed": "failure", "canceled": "cancelled"}
+#: GitHub does not retry a failed delivery by itself (its docs: "Handling failed webhook
+#: deliveries"); the default short retries stand for a retrying proxy in front of the hook.
+GITHUB_RETRIES: tuple[float, ...] = ()
+RETRY_DELAYS: tuple[float, ...] = (0.2, 0.5, 1.0)
 
 
 @dataclass
@@ -59,6 +68,7 @@ class Delivery:
     status: int | None = None  # last HTTP status; None after a connection error
     response: str = ""
     error: str = ""
+    redelivery: bool = False
 
     @property
     def ok(self) -> bool:
@@ -127,16 +137,23 @@ class WebhookDeliverer:
         self,
         state: FakeGitHubState,
         *,
-        retry_delays: Sequence[float] = (0.2, 0.5, 1.0),
+        retry_delays: Sequence[float] = RETRY_DELAYS,
         timeout: float = 10.0,
+        concurrency: int = 1,
     ) -> None:
+        """``concurrency``: deliveries in flight at once. One keeps them in order; GitHub
+        sends each on its own, so a server that answers once a batch is stored (gharc's,
+        every ``--batch-window``) gets a burst's deliveries together only with more."""
         self.state = state
+        self.concurrency = concurrency
+        self._busy = 0
         self.hooks: list[Hook] = []
         self.deliveries: list[Delivery] = []
         self.retry_delays = tuple(retry_delays)
         self.timeout = timeout
         self._queue: asyncio.Queue[_Pending] = asyncio.Queue()
-        self._task: asyncio.Task[None] | None = None
+        self._sent: dict[tuple[int, str], _Pending] = {}
+        self._tasks: list[asyncio.Task[None]] = []
         self._session: aiohttp.ClientSession | None = None
         self._idle = asyncio.Event()
         self._idle.set()
@@ -151,15 +168,19 @@ class WebhookDeliverer:
 
     async def start(self) -> None:
         self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=self.timeout))
-        self._task = asyncio.get_running_loop().create_task(self._run(), name="webhooks")
+        loop = asyncio.get_running_loop()
+        self._tasks = [
+            loop.create_task(self._run(), name=f"webhooks-{i}") for i in range(self.concurrency)
+        ]
 
     async def stop(self) -> None:
         with contextlib.suppress(ValueError):
             self.state.job_observers.remove(self._on_job)
-        if self._task is not None:
-            self._task.cancel()
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
             with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+                await task
         if self._session is not None:
             await self._session.close()
 
@@ -192,23 +213,46 @@ class WebhookDeliverer:
                 continue
             d = Delivery(hook.id, str(uuid.uuid4()), event, str(payload.get("action", "")), job_id)
             self.deliveries.append(d)
+            pending = _Pending(hook, d, body)
+            self._sent[(hook.id, d.guid)] = pending
             self._idle.clear()
-            self._queue.put_nowait(_Pending(hook, d, body))
+            self._queue.put_nowait(pending)
             out.append(d)
         return out
+
+    def redeliver(self, delivery: Delivery) -> Delivery:
+        """Queue ``delivery`` again, as GitHub's "Redeliver" does: the same body, hook and
+        ``X-GitHub-Delivery``, whatever became of the first attempt. Returns the new attempt's
+        record (``redelivery`` set), also kept in :attr:`deliveries`."""
+        first = self._sent[(delivery.hook_id, delivery.guid)]
+        d = Delivery(
+            first.hook.id,
+            delivery.guid,
+            delivery.event,
+            delivery.action,
+            delivery.job_id,
+            redelivery=True,
+        )
+        self.deliveries.append(d)
+        self._idle.clear()
+        self._queue.put_nowait(_Pending(first.hook, d, first.body, first.extra))
+        return d
 
     # ---- delivering -------------------------------------------------------------------
 
     async def _run(self) -> None:
         while True:
             item = await self._queue.get()
+            self._busy += 1
             try:
                 await self._deliver(item)
             except asyncio.CancelledError:
                 raise
             except Exception:
                 log.exception("webhook delivery %s failed unexpectedly", item.delivery.guid)
-            if self._queue.empty():
+            finally:
+                self._busy -= 1
+            if self._queue.empty() and not self._busy:
                 self._idle.set()
 
     async def _deliver(self, item: _Pending) -> None:
