@@ -12,7 +12,7 @@ from testworld.chaos.legacy import legacy_webhook_restart
 pytestmark = [pytest.mark.chaos, pytest.mark.cluster]
 
 
-@pytest.mark.relies_on("rest-304-free")
+@pytest.mark.relies_on("rest-304-free", "webhook-no-retry")
 async def test_legacy_webhook_restart_mid_burst(run_case: RunCase) -> None:
     result = await run_case(legacy_webhook_restart, "chaos-legacy-webhook")
     extra = result.extra

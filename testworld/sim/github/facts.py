@@ -53,6 +53,11 @@ FACTS: dict[str, Fact] = {
         "an unchanged listing keeps its ETag.",
         "GitHub REST docs: conditional requests",
     ),
+    "webhook-no-retry": Fact(
+        "A webhook delivery that fails (no answer, or not 2xx) is not sent again by GitHub "
+        "on its own; a redelivery (asked for by hand or the API) keeps its X-GitHub-Delivery.",
+        "GitHub docs: handling failed webhook deliveries; redelivering webhooks",
+    ),
     "session-409": Fact(
         "A second message session for a scale set is refused with 409 while one exists.",
         "ARC's listener logs (RunnerScaleSetSessionConflictException)",

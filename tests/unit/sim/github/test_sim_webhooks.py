@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
 from aiohttp import web
 
 from testworld.controlplane import free_port
@@ -46,6 +47,7 @@ class Receiver:
         await self._runner.cleanup()
 
 
+@pytest.mark.pins("webhook-no-retry")
 async def test_a_failed_delivery_is_not_retried_and_a_redelivery_keeps_its_id() -> None:
     state = FakeGitHubState()
     hooks = WebhookDeliverer(state, retry_delays=GITHUB_RETRIES)
