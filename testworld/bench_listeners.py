@@ -62,6 +62,9 @@ class ListenerBenchOptions:
     max_runners: int = 10
     idle_seconds: float = 15.0
     """Warm-up idle after every listener is connected, before the RSS reading."""
+    settle_seconds: float = 30.0
+    """Wait before the idle CPU window: at 1,000 sets the set-up's last reconciles take
+    ~10 s of CPU after the last session, which is not what an idle controller costs."""
     setup_timeout: float = 300.0
     """Seconds for every listener of a run to hold a session."""
     run_timeout: float = 240.0
@@ -241,6 +244,7 @@ class ListenerRun:
             res.setup_seconds = round(time.monotonic() - t0, 1)
             self._say(f"{len(names)} listeners connected in {res.setup_seconds} s; idling")
 
+            await asyncio.sleep(opts.settle_seconds)
             me = os.getpid()
             pids = listener_pids(me) if res.mode == "Pod" else []
             ctl0, lst0 = proc_cpu_seconds(pid), _cpu(pids)
@@ -402,8 +406,9 @@ def scale_table(results: list[RunResult]) -> str:
     lines.append(
         "sessions s: from the first scale set's creation until every listener holds a message "
         "session; RSS in MiB (controller process); idle CPU: the controller's, % of one core, "
-        "over the warm-up idle; lag: the controller's gharc_event_loop_lag_seconds over the "
-        "workload (bucket upper bounds); pickup: queued -> started at the fake GitHub; "
+        "over the idle window after a settle (--settle-seconds); lag: the controller's "
+        "gharc_event_loop_lag_seconds over the workload (bucket upper bounds); pickup: "
+        "queued -> started at the fake GitHub; "
         "harness CPU %: this process (fake GitHub, kubelet simulator, job player) as a share "
         "of harness + controller CPU during the workload (the API server is not counted)."
     )

@@ -115,6 +115,9 @@ def bench(
     idle_seconds: float = typer.Option(
         15.0, help="listeners suite: warm-up idle before the RSS reading."
     ),
+    settle_seconds: float = typer.Option(
+        30.0, help="listeners and scale suites: wait after the last session before idle CPU."
+    ),
     burst: int = typer.Option(
         400, help="jobs suite: runner pods requested at once after the job stream (0: skip)."
     ),
@@ -163,6 +166,7 @@ def bench(
             job_seconds=(float(lo), float(hi or lo)),
             max_runners=max_runners,
             idle_seconds=idle_seconds,
+            settle_seconds=settle_seconds,
             run_timeout=min(timeout, 240.0),
             poll_timeout=poll_timeout,
             seed=seed,
