@@ -171,6 +171,26 @@ def test_cluster_role_is_least_privilege(helm: Helm) -> None:
     assert not [r for r in rules if "secrets" in r["resources"]]
 
 
+def test_rbac_keeps_arcs_rule_layout(helm: Helm) -> None:
+    """One rule per CRD kind and subresource, as in ARC's roles, so ARC's chart tests and
+    policy checks that count rules (16, 10, 14) still hold. gharc's extra rights go into
+    rules ARC has the shape of: Nodes (node loss) join the pods and service accounts cache
+    rule, and the events rule stands where ARC writes pods and service accounts as two."""
+    cluster = one(render(helm, "controller-default"), "ClusterRole")["rules"]
+    assert len(cluster) == 16
+    caches = {"apiGroups": [""], "resources": ["pods", "serviceaccounts", "nodes"]}
+    assert {**caches, "verbs": ["list", "watch"]} in cluster
+    without_nodes = render(helm, "controller-default", flags={"nodeLossTimeout": 0})
+    assert len(one(without_nodes, "ClusterRole")["rules"]) == 16
+    docs = render(helm, "controller-watch-single-namespace")
+    own_ns = one(docs, "Role", "arc-gha-rs-controller-single-namespace")["rules"]
+    watched = one(docs, "Role", "arc-gha-rs-controller-single-namespace-watch")["rules"]
+    assert (len(own_ns), len(watched)) == (10, 14)
+    for kind in ("autoscalingrunnersets", "ephemeralrunnersets", "ephemeralrunners"):
+        rule = {"apiGroups": ["actions.github.com"], "resources": [kind]}
+        assert {**rule, "verbs": ["list", "watch"]} in own_ns, kind
+
+
 def test_discovery_labels_name_the_service_account(helm: Helm) -> None:
     docs = render(helm, "controller-default")
     labels = one(docs, "Deployment")["metadata"]["labels"]
