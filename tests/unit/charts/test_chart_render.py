@@ -191,6 +191,21 @@ def test_rbac_keeps_arcs_rule_layout(helm: Helm) -> None:
         assert {**rule, "verbs": ["list", "watch"]} in own_ns, kind
 
 
+def test_metrics_port_is_the_only_container_port(helm: Helm) -> None:
+    """As ARC's chart: the container declares the metrics port only; the probes name the
+    health port by number, so ARC's tests (one port when metrics are on) hold."""
+    docs = render(
+        helm,
+        "controller-default",
+        metrics={"controllerManagerAddr": ":8080", "listenerAddr": ":8081"},
+    )
+    container = manager(docs)
+    assert container["ports"] == [{"name": "metrics", "containerPort": 8080, "protocol": "TCP"}]
+    assert container["livenessProbe"]["httpGet"]["port"] == 8081
+    assert container["readinessProbe"]["httpGet"]["port"] == 8081
+    assert "ports" not in manager(render(helm, "controller-default"))
+
+
 def test_discovery_labels_name_the_service_account(helm: Helm) -> None:
     docs = render(helm, "controller-default")
     labels = one(docs, "Deployment")["metadata"]["labels"]
