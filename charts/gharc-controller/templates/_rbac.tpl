@@ -18,31 +18,30 @@ through the per-scale-set manager Role that the gharc-scale-set chart creates th
   verbs: ["patch", "update"]
 {{- end }}
 
-{{/* Read-only watch of CRD kinds the controller caches but does not write there. */}}
+{{/*
+Read-only watch of CRD kinds the controller caches but does not write there: one rule per
+kind, as ARC's roles have them (ARC's chart tests count the rules).
+*/}}
 {{- define "gharc-controller.rules.watchOnly" -}}
+{{- range . }}
 - apiGroups: ["actions.github.com"]
-  resources: {{ toJson . }}
+  resources: [{{ . | quote }}]
   verbs: ["list", "watch"]
+{{- end }}
 {{- end }}
 
 {{/*
 Caches of pods, service accounts and RBAC objects (owned children are watched, never
 listed per reconcile), plus events: backoff, eviction and failure reasons are recorded on
 the object they concern. Roles may be patched: that is how the cleanup-protection finalizer
-of a scale set chart's Roles is released. `patchRoles` selects that.
+of a scale set chart's Roles is released. `patchRoles` selects that; `nodes` adds Nodes to
+the cache rule (flags.nodeLossTimeout: a node going not Ready is seen from its Node), which
+keeps ARC's number of rules (pods and service accounts share one rule here, where ARC has
+two, and events take the place of the second).
 */}}
-{{/* Node loss (flags.nodeLossTimeout): Nodes are cached to see a node go not Ready. */}}
-{{- define "gharc-controller.rules.nodes" -}}
-{{- if .Values.flags.nodeLossTimeout }}
-- apiGroups: [""]
-  resources: ["nodes"]
-  verbs: ["list", "watch"]
-{{- end }}
-{{- end }}
-
 {{- define "gharc-controller.rules.core" -}}
 - apiGroups: [""]
-  resources: ["pods", "serviceaccounts"]
+  resources: {{ if .nodes }}["pods", "serviceaccounts", "nodes"]{{ else }}["pods", "serviceaccounts"]{{ end }}
   verbs: ["list", "watch"]
 - apiGroups: ["rbac.authorization.k8s.io"]
   resources: ["rolebindings"]
