@@ -153,10 +153,7 @@ class NodeLossReconciler:
         self.clock = clock or time.time
 
     async def reconcile(self, request: Request) -> Result | None:
-        try:
-            node: JSON | None = await self.cache.get(NODES, request.name)
-        except kerrors.NotFound:
-            node = None
+        node = await self._node(request.name)
         since = lost_since(node)
         if since is None:
             return None
@@ -171,6 +168,21 @@ class NodeLossReconciler:
         for pod in pods:
             await self._declare_dead(pod, request.name, now)
         return None
+
+    async def _node(self, name: str) -> JSON | None:
+        """The Node, or None once the API server says it is gone. A cache miss alone proves
+        nothing: a pod bound to a node that registered a moment ago wakes this reconcile
+        before the node informer has delivered the node, and failing that pod would kill a
+        healthy runner."""
+        try:
+            node: JSON = await self.cache.get(NODES, name)
+            return node
+        except kerrors.NotFound:
+            pass
+        try:
+            return await self.kube.get(NODES, name)
+        except kerrors.NotFound:
+            return None
 
     async def _declare_dead(self, pod: JSON, node: str, now: float) -> None:
         md = objects.meta(pod)

@@ -89,8 +89,17 @@ class FakeCache:
 
 
 class FakeKube:
-    def __init__(self) -> None:
+    def __init__(self, nodes: dict[str, JSON] | None = None) -> None:
         self.calls: list[tuple[str, str]] = []
+        self.nodes = nodes or {}
+        """What the API server holds (the cache may not show it yet)."""
+
+    async def get(self, resource: Any, name: str, **_: Any) -> JSON:
+        assert resource is NODES
+        self.calls.append(("get", name))
+        if name not in self.nodes:
+            raise kerrors.NotFound("gone")
+        return self.nodes[name]
 
     async def patch_status(self, resource: Any, obj: JSON, patch: JSON) -> JSON:
         self.calls.append(("status", obj["metadata"]["name"]))
@@ -123,4 +132,16 @@ async def test_ready_and_deleted_nodes() -> None:
     assert await r.reconcile(Request("", "n1")) is None and kube.calls == []
     cache.nodes.clear()  # the Node object is deleted: its pods are failed at once
     assert await r.reconcile(Request("", "n1")) is None
-    assert kube.calls == [("status", "a")]
+    assert kube.calls == [("get", "n1"), ("status", "a")]
+
+
+async def test_a_node_the_cache_does_not_show_yet_is_not_lost() -> None:
+    """A pod bound to a node that registered a moment ago wakes that node's reconcile
+    before the node informer has delivered it: the miss is checked against the API server
+    (chaos node-loss once failed a healthy pod on the replacement node this way, and its
+    job never got a runner)."""
+    kube = FakeKube({"n1": node("True")})
+    cache = FakeCache({}, [running_pod("a")])
+    r = nodeloss.NodeLossReconciler(kube, cache, 60.0, clock=lambda: T0.timestamp())  # type: ignore[arg-type]
+    assert await r.reconcile(Request("", "n1")) is None
+    assert kube.calls == [("get", "n1")]
