@@ -113,7 +113,9 @@ def bench(
     ),
     modes: str = typer.Option("InProcess,Pod", help="listeners suite: listener modes to run."),
     idle_seconds: float = typer.Option(
-        15.0, help="listeners suite: warm-up idle before the RSS reading."
+        15.0,
+        help="listeners and scale suites: the idle window (RSS, idle CPU); the scale suite's "
+        "default is a whole long poll (--poll-timeout + 10 s).",
     ),
     settle_seconds: float = typer.Option(
         30.0, help="listeners and scale suites: wait after the last session before idle CPU."
@@ -153,6 +155,8 @@ def bench(
         if suite == "scale":  # one controller, in-process listeners, many scale sets
             modes = "InProcess"
             sizes = sizes if sizes != "1,10,50,200" else "1,100,1000"
+            # A whole long-poll cycle: every listener's poll returns once inside the window.
+            idle_seconds = idle_seconds if idle_seconds != 15.0 else poll_timeout + 10.0
         chosen = tuple(m.strip() for m in modes.split(",") if m.strip())
         if not chosen or any(m not in MODES for m in chosen):
             raise typer.BadParameter("expected InProcess and/or Pod", param_hint="--modes")

@@ -18,6 +18,7 @@ fails deterministically at start-up is "Running" for a second before every crash
 from __future__ import annotations
 
 import logging
+import random
 from collections.abc import Callable, Iterable, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -55,6 +56,9 @@ from gharc.listener.host import HostedListenerStatus, ListenerHost
 from gharc.listener.restart_ladder import restart_delay
 
 log = logging.getLogger(__name__)
+
+_spread = random.Random()
+"""Spreads resyncs in time; not a secret."""
 
 JSON = dict[str, Any]
 
@@ -237,8 +241,10 @@ class AutoscalingListenerReconciler:
             # A tenant's listenerMetrics was bounded (gharc/listener/metric_limits.py).
             await emit(self.recorder, listener, WARNING, "ListenerMetricsLimited", notice)
         # Secrets are not watched (a cache of every Secret would cost memory and RBAC):
-        # looking again every resync period bounds how long a rotated token waits.
-        return Result(requeue_after=self.options.listener_resync_seconds)
+        # looking again every resync period bounds how long a rotated token waits. Spread
+        # over a quarter of the period, so sets created together do not resync together.
+        resync = self.options.listener_resync_seconds
+        return Result(requeue_after=resync * (1.0 + 0.25 * _spread.random()))
 
     async def _has_pod_mode_objects(self, listener: JSON) -> bool:
         meta = listener["metadata"]

@@ -87,9 +87,6 @@ NAME_CONFLICT_BUDGET = 3
 NAME_CONFLICT_REQUEUE = 2.0
 
 
-
-
-
 def now() -> dt.datetime:
     return dt.datetime.now(dt.UTC)
 

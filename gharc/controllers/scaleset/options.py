@@ -98,10 +98,13 @@ class ScaleSetOptions:
     release_sessions_on_stop: bool = ControllerSettings.release_sessions_on_stop
     """``--release-sessions-on-stop``: stopping for good (rollback to ARC, uninstall);
     message sessions and gharc's own annotations are released on stop (``handoff.py``)."""
-    listener_resync_seconds: float = 60.0
+    listener_resync_seconds: float = 600.0
     """In-process listeners: how often the GitHub Secret is looked at again, so a token or
-    App key rotated inside the same Secret is used within this time plus the Secret cache's
-    30 s (no-job-stranded / G19), with nothing deleted or restarted by hand."""
+    App key rotated inside the same Secret is used within this time (up to a quarter more,
+    spread) plus the Secret cache's 30 s (no-job-stranded / G19), with nothing deleted or
+    restarted by hand. A rejected credential does not wait for it: the listener reads the
+    Secret afresh after the failure. Ten minutes, not one: at 1,000 scale sets a 60 s resync
+    was 17 reconciles and Secret reads a second in an idle controller."""
     allow_unrestricted_listener_template: bool = (
         ControllerSettings.allow_unrestricted_listener_template
     )

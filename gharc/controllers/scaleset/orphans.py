@@ -12,12 +12,17 @@ Two kinds of drift nothing else notices, because no watch event ever reports the
 * A **hung runner** (:mod:`hangs`, ARC #4603): its job done and its registration gone, its
   process never exited; after ``hang_timeout`` it is finished.
 
-Every ``interval`` seconds the leader lists the runners of each scale set once (one call
-per scale set, through the controller's client and its HTTP cache) and compares them with
-the EphemeralRunners in the shared cache. A zombie must be at least ``grace`` seconds old
-and an orphan must have been seen ``grace`` seconds ago already, so a fresh registration
-whose status write (or whose EphemeralRunner) the cache does not show yet is never
-mistaken for either. A busy runner is
+Every ``interval`` seconds the leader lists the registrations of each scope once (one
+call per GitHub client, whose answer covers every scale set of its scope) and compares them
+with the EphemeralRunners in the shared cache. A *quiet* scale set (no EphemeralRunner now,
+no registration at its last look, its EphemeralRunnerSets unchanged since) is looked at on
+every ``full_every``-th pass only: at 1,000 idle sets a look at each every minute was 1,000
+Secret reads and 1,000 list calls a minute for nothing. Anything that could leave drift
+behind (a runner created or deleted) changes its EphemeralRunnerSet's status first.
+
+A zombie must be at least ``grace`` seconds old and an orphan must have been seen
+``grace`` seconds ago already, so a fresh registration whose status write (or whose
+EphemeralRunner) the cache does not show yet is never mistaken for either. A busy runner is
 never touched: a zombie must be idle (no job recorded), an orphan must hold no job at
 GitHub (and GitHub refuses to remove a busy one anyway). Each repair is a Warning event on
 the EphemeralRunnerSet.
@@ -72,8 +77,13 @@ async def list_scale_set_runners(client: ActionsClient, scale_set_id: int) -> li
     """The scale set's registrations, with whether each holds a job: the service's agent
     list (the call ``get_runner_by_name`` makes, without a name) asked for assigned
     requests. One call for the whole scope; filtered here by scale set."""
+    return scale_set_runners(await client.list_runners(), scale_set_id)
+
+
+def scale_set_runners(scope: list[dict[str, Any]], scale_set_id: int) -> list[GitHubRunner]:
+    """The registrations of ``scale_set_id`` among a scope's agent list."""
     found = []
-    for item in await client.list_runners():
+    for item in scope:
         ss = int(item.get("runnerScaleSetId") or 0)
         if ss != scale_set_id:
             continue
@@ -107,7 +117,18 @@ class OrphanReconciler:
     shard_for: Callable[[JSON], int | None] | None = None
     """With ``--shards`` > 1: the held shard of an EphemeralRunnerSet's scale set, None when
     another replica holds it (that replica sweeps the set)."""
+    full_every: int = 10
+    """Every n-th pass (the first included) looks at quiet scale sets too (see the module
+    docstring): a registration made outside the controller is found within n intervals."""
+    scope_max_age: float = 5.0
+    """Seconds a scope's agent list serves further scale sets of the same pass."""
     _orphan_since: dict[tuple[int, int], float] = field(default_factory=dict)
+    _quiet: dict[tuple[str, int], tuple[str, ...]] = field(default_factory=dict)
+    """Quiet scale sets and the resourceVersions of their EphemeralRunnerSets then."""
+    _passes: int = 0
+    _scopes: dict[int, tuple[float, ActionsClient, list[dict[str, Any]]]] = field(
+        default_factory=dict
+    )
     _stop: asyncio.Event = field(default_factory=asyncio.Event)
     _hangs: HangReaper | None = None
     _hung_seen: set[str] = field(default_factory=set)
@@ -131,50 +152,78 @@ class OrphanReconciler:
         self._stop.set()
 
     async def sweep(self) -> None:
-        """One pass over every scale set the cache knows an EphemeralRunnerSet of."""
+        """One pass over every scale set the cache knows an EphemeralRunnerSet of (quiet
+        ones on every ``full_every``-th pass only)."""
         groups: dict[tuple[str, int], list[JSON]] = {}
         for ers in await self.cache.list(EPHEMERAL_RUNNER_SETS):
             view = EphemeralRunnerSetView(ers)
             ss_id = view.scale_set_id
             if ss_id and not objects.is_deleting(ers):
                 groups.setdefault((view.github_config_url, ss_id), []).append(ers)
-        runners = await self.cache.list(EPHEMERAL_RUNNERS)
+        runners_by_set: dict[int, list[JSON]] = {}
+        for er in await self.cache.list(EPHEMERAL_RUNNERS):
+            ss_id = EphemeralRunnerView(er).scale_set_id
+            if ss_id:
+                runners_by_set.setdefault(ss_id, []).append(er)
+        full = self._passes % max(1, self.full_every) == 0
+        self._passes += 1
+        self._scopes = {}
         seen_orphans: set[tuple[int, int]] = set()
+        quiet: dict[tuple[str, int], tuple[str, ...]] = {}
         self._hung_seen = set()
-        for (_url, ss_id), sets in groups.items():
+        for key, sets in groups.items():
+            ss_id = key[1]
             shard = None if self.shard_for is None else self.shard_for(sets[0])
             if self.shard_for is not None and shard is None:
                 continue
+            versions = tuple(sorted(str(objects.meta(s).get("resourceVersion")) for s in sets))
+            candidates = runners_by_set.get(ss_id, [])
+            if not full and not candidates and self._quiet.get(key) == versions:
+                quiet[key] = versions
+                continue
             try:
                 with acting_for(shard):
-                    await self._sweep_scale_set(ss_id, sets, runners, seen_orphans)
+                    registrations = await self._sweep_scale_set(
+                        ss_id, sets, candidates, seen_orphans
+                    )
             except (gherrors.GitHubError, ConfigurationError) as err:
                 log.info("registration reconcile of scale set %d skipped: %s", ss_id, err)
+                continue
+            if not candidates and not registrations:
+                quiet[key] = versions
+        self._quiet = quiet
+        self._scopes = {}
         # Drift that healed (or whose objects went away) starts its grace afresh next time.
         self._orphan_since = {k: v for k, v in self._orphan_since.items() if k in seen_orphans}
         if self._hangs is not None:
             self._hangs.keep_only(self._hung_seen)
 
+    async def _registrations(self, client: ActionsClient, ss_id: int) -> list[GitHubRunner]:
+        """The scale set's registrations, from its scope's agent list: one call per client
+        per pass while the answer is fresh (the client is the key; it is kept alive)."""
+        now = self.clock()
+        hit = self._scopes.get(id(client))
+        if hit is None or hit[1] is not client or now - hit[0] > self.scope_max_age:
+            hit = (now, client, await client.list_runners())
+            self._scopes[id(client)] = hit
+        return scale_set_runners(hit[2], ss_id)
+
     async def _sweep_scale_set(
         self,
         ss_id: int,
         sets: list[JSON],
-        runners: list[JSON],
+        candidates: list[JSON],
         seen_orphans: set[tuple[int, int]],
-    ) -> None:
+    ) -> int:
+        """Repair one scale set; the number of its registrations at GitHub."""
         owner = sets[0]
         spec = EphemeralRunnerSetView(owner).runner_spec
         ns = str(objects.meta(owner).get("namespace"))
         client = await self.resolver.client_for(GitHubTarget.from_spec(ns, spec))
-        at_github = await list_scale_set_runners(client, ss_id)
+        at_github = await self._registrations(client, ss_id)
         registered = {r.id for r in at_github}
-        mine = [
-            er
-            for er in runners
-            if EphemeralRunnerView(er).scale_set_id == ss_id
-            and str(objects.meta(er).get("namespace"))
-            in {str(objects.meta(s).get("namespace")) for s in sets}
-        ]
+        namespaces = {str(objects.meta(s).get("namespace")) for s in sets}
+        mine = [er for er in candidates if str(objects.meta(er).get("namespace")) in namespaces]
         held_ids = {rid for rid in (EphemeralRunnerView(er).runner_id for er in mine) if rid}
         held_names = {str(objects.meta(er).get("name")) for er in mine}
         sets_by_uid = {str(objects.meta(s).get("uid")): s for s in sets}
@@ -231,6 +280,7 @@ class OrphanReconciler:
                 f"runner {r.id} ({r.name}) was registered in scale set {ss_id} with no "
                 "EphemeralRunner holding it; removed it at GitHub",
             )
+        return len(at_github)
 
     @staticmethod
     def _owner_set(er: JSON, sets_by_uid: dict[str, JSON]) -> JSON | None:

@@ -15,6 +15,7 @@ from collections.abc import AsyncIterator
 import pytest
 from _erworld import World, sweeper_fixture, world_fixture
 
+from gharc.api.resources import EPHEMERAL_RUNNER_SETS
 from gharc.controllers.scaleset import orphans
 from gharc.controllers.scaleset.credentials import ClientResolver
 from testworld.wait import eventually
@@ -107,3 +108,76 @@ async def test_nothing_is_repaired_within_the_grace(world: World) -> None:
     assert not {"RunnerRegistrationGone", "OrphanRegistrationRemoved"} & set(
         world.recorder.reasons()
     )
+
+
+async def _cached(world: World, sets: int) -> None:
+    cache = world.cache
+    assert cache is not None
+
+    async def cached() -> bool:
+        return len(await cache.list(EPHEMERAL_RUNNER_SETS)) == sets
+
+    await eventually(cached, timeout=10, message="the runner sets cached")
+
+
+async def test_a_quiet_scale_set_is_looked_at_on_full_passes_only(world: World) -> None:
+    """No runner, no registration, its runner set unchanged: no Secret read and no list
+    call between full passes (at 1,000 idle sets a look at each every minute was 2,000
+    requests a minute); a change to its runner set brings it back at once."""
+    assert world.cache is not None
+    await world.create_ers(replicas=0, patch_id=0)
+    rec = orphans.OrphanReconciler(
+        world.kube,
+        world.cache,
+        ClientResolver(world.kube, world.pool),
+        world.recorder,
+        full_every=3,
+    )
+    await _cached(world, 1)
+    lists = "*agents*"
+    world.gh.reset_calls()
+    for _ in range(3):  # full, quiet, quiet
+        await rec.sweep()
+    assert world.gh.calls(lists, method="GET") == 1
+    await rec.sweep()  # the next full pass
+    assert world.gh.calls(lists, method="GET") == 2
+
+    # A registration made behind the controller's back waits for a full pass...
+    st = world.gh.state
+    tenant = st.tenant_from_config_url(world.gh.config_url())
+    stray, _ = st.generate_jit_config(tenant, world.scale_set.id, "stray", "_work")
+    await rec.sweep()
+    assert world.gh.calls(lists, method="GET") == 2
+    # ...unless the runner set changes: then the set is looked at on the next pass.
+    await world.scale(0, 7)
+
+    cache = world.cache
+
+    async def changed() -> bool:
+        [ers] = await cache.list(EPHEMERAL_RUNNER_SETS)
+        return int(ers["spec"].get("patchID") or 0) == 7
+
+    await eventually(changed, timeout=10, message="the change cached")
+    await rec.sweep()
+    assert world.gh.calls(lists, method="GET") == 3
+    assert stray.id in world.registered()  # within the grace: seen, not removed yet
+
+
+async def test_one_list_call_serves_every_scale_set_of_a_scope(world: World) -> None:
+    """Three scale sets of one scope, each looked at in a pass: one agent list call (its
+    answer lists every registration of the scope)."""
+    assert world.cache is not None
+    for offset, name in enumerate(("a", "b", "c")):
+        ers = await world.create_ers(name, replicas=0, patch_id=0)
+        spec = {"ephemeralRunnerSpec": {"runnerScaleSetId": world.scale_set.id + 1000 * offset}}
+        await world.kube.merge_patch(
+            EPHEMERAL_RUNNER_SETS, name, {"spec": spec}, namespace=world.namespace
+        )
+        assert ers["metadata"]["name"] == name
+    rec = orphans.OrphanReconciler(
+        world.kube, world.cache, ClientResolver(world.kube, world.pool), world.recorder
+    )
+    await _cached(world, 3)
+    world.gh.reset_calls()
+    await rec.sweep()
+    assert world.gh.calls("*agents*", method="GET") == 1
