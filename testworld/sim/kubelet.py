@@ -327,6 +327,10 @@ class KubeletSimulator:
             if run.ctx is not None:
                 run.ctx.stop.set()
             run.fault_event.set()
+            if run.task is not None and run.task.done():
+                # Nothing runs any more (its end was written, or refused): confirm at once,
+                # as a kubelet with no container left to stop does.
+                await self._final_delete(meta["namespace"], meta["name"], uid)
 
     # -- one pod's life ------------------------------------------------------------------
     async def _run_pod(self, run: _PodRun, pod: dict[str, Any]) -> None:

@@ -245,3 +245,34 @@ async def test_a_pod_not_yet_bound_when_the_node_dies_is_scheduled_on_the_next(
             lambda: _phase_is(core, namespace, "late", "Running"), message="pod Running"
         )
     assert running.spec.node_name == "gharc-sim-node-1"
+
+
+class RefusedTerminalWrite(FlakyStatusWrites):
+    """Status writes land, except the one that would say the container ended (a 422)."""
+
+    async def patch_namespaced_pod_status(self, *args: Any, **kwargs: Any) -> Any:
+        body = kwargs.get("body") if "body" in kwargs else args[2]
+        if (body.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
+            self.attempts += 1
+            raise client.ApiException(status=422, reason="Unprocessable Entity")
+        return await self._core.patch_namespaced_pod_status(*args, **kwargs)
+
+
+async def test_a_pod_whose_container_ended_is_removed_when_deleted(
+    api_client: Any, namespace: str
+) -> None:
+    """The container is gone but its end never reached the API server (the write was
+    refused): the pod still says Running, so its deletion is graceful and waits for this
+    node. A kubelet with no container left to stop confirms it at once."""
+    core = client.CoreV1Api(api_client)
+    kubelet = KubeletSimulator(
+        api_client, programs=[by_image("quick", ExitAfter(0.2, 0))], namespaces=[namespace]
+    )
+    refusing = RefusedTerminalWrite(kubelet._core, [])
+    kubelet._core = refusing  # type: ignore[assignment]
+    async with kubelet:
+        await core.create_namespaced_pod(namespace, pod("ended", image="quick"))
+        await eventually(lambda: _attempted(refusing), message="the end's write refused")
+        assert (await read(core, namespace, "ended")).status.phase == "Running"
+        await core.delete_namespaced_pod("ended", namespace)
+        await eventually(lambda: _gone(core, namespace, "ended"), timeout=10, message="removed")
