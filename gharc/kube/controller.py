@@ -27,6 +27,7 @@ from typing import Any, Protocol
 
 from gharc.kube import errors as kerrors
 from gharc.kube import metrics
+from gharc.kube.fence import NotLeading
 from gharc.kube.handler import Handler
 from gharc.kube.informer import Informer
 from gharc.kube.logging import log_context
@@ -258,6 +259,13 @@ class Controller:
                 self._m_errors.inc()
                 self.queue.add_rate_limited(request)
                 log.info("reconcile of %s hit a conflict (%s); requeued", request, err.message)
+            except NotLeading as err:
+                # NB: not a fault of this object or of the code: this replica may no longer
+                # write it (the leader Lease or its shard moved on); no stack trace.
+                outcome = "error"
+                self._m_errors.inc()
+                self.queue.add_rate_limited(request)
+                log.info("reconcile of %s stopped before a write: %s; requeued", request, err)
             except Exception:
                 outcome = "error"
                 self._m_errors.inc()

@@ -12,6 +12,7 @@ from gharc.kube import errors as kerrors
 from gharc.kube.controller import Controller
 from gharc.kube.ratelimit import ItemExponentialFailureRateLimiter
 from gharc.kube.reconcile import Request, Result, TerminalError
+from gharc.kube.shardfence import NotOwner
 
 A = Request("ns", "a")
 B = Request("ns", "b")
@@ -167,3 +168,19 @@ async def test_reconcile_handler_reports_the_result_label() -> None:
     ctl = Controller("labels", rec)
     labels = [await ctl.reconcile_handler(A) for _ in range(4)]
     assert labels == ["requeue_after", "requeue", "error", "success"]
+
+
+async def test_a_fenced_write_is_requeued_without_a_stack_trace(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A write the fence refused is no fault of the object or of the code: one line at
+    INFO, requeued like any error (whoever holds the object now reconciles it)."""
+    rec = Recorder()
+    rec.outcomes[A] = [NotOwner("PATCH of shard 3 refused: this replica no longer holds it")]
+    ctl = Controller("fenced", rec)
+    with caplog.at_level("INFO", logger="gharc.kube.controller"):
+        assert await ctl.reconcile_handler(A) == "error"
+    [record] = [r for r in caplog.records if "stopped before a write" in r.getMessage()]
+    assert record.levelname == "INFO" and record.exc_info is None, record
+    assert "no longer holds it" in record.getMessage()
+    assert ctl.queue.num_requeues(A) == 1
