@@ -41,6 +41,7 @@ from gharc.kube import objects
 from gharc.kube.shardfence import current_shard
 from gharc.listener.app import Listener
 from gharc.listener.config import ListenerConfig
+from gharc.listener.fenced import fenced
 from gharc.listener.metrics import ListenerMetrics
 from gharc.listener.restart_ladder import LISTENER_RESTART_LADDER, restart_delay
 from gharc.listener.runnerset_writes import KubePatcher, marker_of
@@ -380,6 +381,7 @@ class ListenerHost:
             why = ""
             try:
                 cfg, api, metrics = await hosted.resolve(hosted.failures > 0)
+                api = fenced(api, hosted.shard, getattr(self.kube, "shard_fences", None))
                 hosted.metrics = metrics
                 self._watch_limits(hosted, metrics)
                 if hosted.stop_requested:

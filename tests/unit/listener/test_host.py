@@ -8,13 +8,15 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import time
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
 from listener_fakes import FakeActions, FakePatcher, config, message
 
 from gharc.github import errors as gherrors
-from gharc.kube.shardfence import CURRENT_SHARD, acting_for
+from gharc.kube.shardfence import CURRENT_SHARD, ShardFences, acting_for
 from gharc.listener.config import MetricsConfig
 from gharc.listener.host import PHASE_BACKOFF, PHASE_RUNNING, ListenerHost
 from gharc.listener.metrics import ListenerMetrics, default_metrics_config
@@ -47,11 +49,11 @@ class HostedFake(FakePatcher):
 
 
 class World:
-    def __init__(self) -> None:
+    def __init__(self, kube: Any = None) -> None:
         self.patchers: dict[str, HostedFake] = {}
         self.changes: list[tuple[str, str]] = []
         self.host = ListenerHost(
-            None,
+            kube,
             identity="controller-0",
             ladder=(5.0, 10.0, 20.0),
             stable_after=10.0,
@@ -194,6 +196,26 @@ async def test_giving_a_shard_away_stops_its_listeners_and_keeps_their_sessions(
     assert all(apis[n].deleted_sessions == [] for n in ("a", "c"))
     assert world.patchers["a"].recorded == "s1" and world.patchers["c"].recorded == "s1"
     assert await world.host.drop_shard(1) == 0
+    await world.host.stop()
+
+
+async def test_a_closed_shard_fence_keeps_the_listener_off_github() -> None:
+    """A replica that cannot prove it holds a shard (its loop stalled past the Lease) sends
+    no GitHub call for that shard's listeners: no session taken, no job acquired, nothing
+    deleted; once the fence opens the listener goes on."""
+    fences = ShardFences(2)  # armed: closed until a Lease write opens them
+    world = World(kube=SimpleNamespace(shard_fences=fences))
+    fenced_api, free_api = FakeActions(), FakeActions()
+    with acting_for(1):
+        world.start("fenced", fenced_api)
+    world.start("free", free_api)  # started outside any shard: not fenced
+    await asyncio.sleep(30)
+    assert fenced_api.sessions_created == 0 and fenced_api.calls == []
+    assert free_api.sessions_created == 1
+    fenced_state = world.host.status(("ctl", "fenced"))
+    assert fenced_state is not None and fenced_state.phase != PHASE_RUNNING
+    fences[1].extend_to(time.monotonic() + 3600)
+    await _until(lambda: fenced_api.sessions_created == 1)
     await world.host.stop()
 
 
