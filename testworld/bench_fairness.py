@@ -33,12 +33,17 @@ class FairnessOptions:
     poll_timeout: float = 20.0
     timeout: float = 600.0
     out: Path | None = None
+    controller_args: list[str] = field(default_factory=list)
+    """Extra flags of the controller (e.g. ``--k8s-client-max-in-flight-per-namespace=2``)."""
 
 
 @dataclass
 class Phase:
     name: str
     pickups: list[float]
+    harness_lag: list[float] = field(default_factory=list)
+    """How late this process's (the fake GitHub's, the kubelet simulator's) event loop woke
+    up, sampled every 50 ms during the phase: what of the pickup the harness costs itself."""
     stages: dict[str, dict[str, float]] = field(default_factory=dict)
     """Where the trickle's pickup went (the whole-system bench's breakdown): the stages up to
     "ER created->pod created" are the controller's, the later ones the kubelet simulator's
@@ -62,22 +67,34 @@ async def _completed(world: Any, jobs: list[Any], timeout: float) -> None:
         )
 
 
+async def _sample_lag(into: list[float], period: float = 0.05) -> None:
+    loop = asyncio.get_running_loop()
+    while True:
+        before = loop.time()
+        await asyncio.sleep(period)
+        into.append(max(0.0, loop.time() - before - period))
+
+
 async def _trickle(world: Any, opts: FairnessOptions, name: str, timeline: Any) -> Phase:
     """``trickle_jobs`` jobs on the trickle set; their pickups once all completed."""
     from testworld.bench import Bench, BenchOptions
 
     gh = world.github
     jobs = []
+    lag: list[float] = []
+    sampler = asyncio.create_task(_sample_lag(lag))
     for _ in range(opts.trickle_jobs):
         jobs.append(gh.enqueue_job("octo-org/trickle", ["trickle"], duration=opts.job_seconds))
         await asyncio.sleep(1 / opts.rate)
     await _completed(world, jobs, opts.timeout)
+    sampler.cancel()
     breakdown = Bench(BenchOptions(progress=False))
     breakdown.timeline = timeline
     return Phase(
         name,
         [j.start_time - j.queue_time for j in jobs if j.start_time is not None],
-        breakdown._breakdown({j.request_id: j for j in jobs}),
+        harness_lag=lag,
+        stages=breakdown._breakdown({j.request_id: j for j in jobs}),
     )
 
 
@@ -98,6 +115,7 @@ async def run_fairness(opts: FairnessOptions) -> list[Phase]:
             log_dir=log_dir,
             runner=RunnerProgram(poll_seconds=30),
             controller_namespace="gharc-bench-system",
+            controller_args=opts.controller_args,
         ) as world,
     ):
         await world.apply_scale_set("team-trickle", "trickle", max_runners=10)
@@ -125,7 +143,13 @@ async def run_fairness(opts: FairnessOptions) -> list[Phase]:
             task.cancel()
         await asyncio.gather(*watches, return_exceptions=True)
         done = sum(j.status == "completed" for j in burst_jobs)
-        print(f"burst jobs completed: {done}/{opts.burst}", flush=True)
+        burst = [j.start_time - j.queue_time for j in burst_jobs if j.start_time is not None]
+        print(
+            f"burst jobs completed: {done}/{opts.burst}; their pickup p50 "
+            f"{percentile(burst, 50):.3f} p99 {percentile(burst, 99):.3f} s (the burst's own cost "
+            "of any fairness)",
+            flush=True,
+        )
     return [quiet, during]
 
 
@@ -140,6 +164,12 @@ def run(opts: FairnessOptions) -> int:
     print(f"{'phase':<14} {'jobs':>5} {'p50 s':>7} {'p99 s':>7}")
     for phase in (quiet, during):
         print(f"{phase.name:<14} {len(phase.pickups):>5} {phase.p50:7.3f} {phase.p99:7.3f}")
+    for phase in (quiet, during):
+        lag = phase.harness_lag
+        print(
+            f"{phase.name}: the harness's own loop lag p50 {percentile(lag, 50):.3f} "
+            f"p99 {percentile(lag, 99):.3f} max {max(lag, default=0.0):.3f} s"
+        )
     for phase in (quiet, during):
         print(f"{phase.name}: where the trickle's pickup went (p50 / p99 s)")
         for stage, numbers in phase.stages.items():

@@ -123,11 +123,15 @@ def bench(
     burst: int = typer.Option(
         400, help="jobs suite: runner pods requested at once after the job stream (0: skip)."
     ),
+    controller_args: str = typer.Option(
+        "", help="fairness suite: extra controller flags, as one shell-quoted string."
+    ),
     idle_samples: int = typer.Option(
         10, help="jobs suite: single-replica patches timed to their pod when idle (0: skip)."
     ),
 ) -> None:
     """Benchmark the whole system: pickup latency, runners and API calls per job, CPU, RSS."""
+    import shlex
     from pathlib import Path
 
     if listener_mode not in ("InProcess", "Pod"):
@@ -145,6 +149,7 @@ def bench(
                     poll_timeout=poll_timeout,
                     timeout=timeout,
                     out=Path(out) if out else None,
+                    controller_args=shlex.split(controller_args),
                 )
             )
         )

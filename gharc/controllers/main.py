@@ -380,6 +380,8 @@ async def _runtime(
         max_in_flight_per_namespace=args.k8s_client_max_in_flight_per_namespace,
         field_manager="gharc-controller",
     )
+    for own in {args.controller_namespace, args.leader_election_namespace}:
+        kube.exempt_from_in_flight_limit(own or "")
     pool = ClientPool(
         user_agent=f"{c.USER_AGENT_PREFIX}gharc-{args.build_version}",
         transport=github_transport,

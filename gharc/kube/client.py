@@ -190,6 +190,12 @@ class KubeClient(Reader):
         view._owns = False
         return view
 
+    def exempt_from_in_flight_limit(self, namespace: str) -> None:
+        """Requests in ``namespace`` (the controller's own) are not capped per namespace
+        and do not make tenants share (:mod:`gharc.kube.inflight`)."""
+        if self._in_flight is not None and namespace:
+            self._in_flight.exempt.add(namespace)
+
     @classmethod
     async def from_config(
         cls,
