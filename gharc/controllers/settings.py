@@ -213,8 +213,8 @@ class ControllerSettings(GitHubSettings):
         help="Workers of the EphemeralRunner controller (ARC: 2; reconciles are async I/O).",
     )
     runner_registration_sync_interval: float = setting(
-        # One list call per scale set a minute (60 an hour, on the Actions service, whose
-        # budget the listener's long polls share at about the same rate), so a zombie is
+        # One list call per GitHub scope a minute (the answer covers every scale set of
+        # the scope; sets with no runner are looked at every 10th pass), so a zombie is
         # replaced within about two minutes (issue 19 §6).
         60.0,
         flag="--runner-registration-sync-interval",
@@ -222,7 +222,8 @@ class ControllerSettings(GitHubSettings):
         chart="flags.runnerRegistrationSyncInterval",
         help="Seconds between reconciles of each scale set's runners against GitHub's "
         "runner list (replaces runners whose registration was deleted, removes orphan "
-        "registrations; one list call per scale set). 0 turns it off.",
+        "registrations; one list call per GitHub scope, covering all its scale sets). "
+        "0 turns it off.",
     )
     runner_registration_grace: float = setting(
         120.0,  # long enough for any cache lag or registration race

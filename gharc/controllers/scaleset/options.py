@@ -72,10 +72,10 @@ class ScaleSetOptions:
     while its pod waits for a node (ARC #3581, #3516). After it, a stuck runner may go."""
     registration_sync_interval: float = ControllerSettings.runner_registration_sync_interval
     """``--runner-registration-sync-interval``: seconds between the reconciles of each scale
-    set's EphemeralRunners against GitHub's runner list (one list call per scale set each
-    time; ``orphans.py``), which replace runners whose registration GitHub deleted and
-    remove registrations no runner holds (ARC #4396). 60 s replaces a zombie within about
-    two minutes (issue 19 §6). 0 turns it off."""
+    set's EphemeralRunners against GitHub's runner list (one list call per GitHub scope
+    each time, quiet sets every 10th time; ``orphans.py``), which replace runners whose
+    registration GitHub deleted and remove registrations no runner holds (ARC #4396). 60 s
+    replaces a zombie within about two minutes (issue 19 §6). 0 turns it off."""
     registration_sync_grace: float = ControllerSettings.runner_registration_grace
     """A zombie must be this old, an orphan seen this long, before either is repaired, so a
     registration in flight (cache lag, a status write not seen yet) is never mistaken."""
