@@ -49,14 +49,16 @@ class SecretProtection:
     def __init__(self, kube: KubeClient, cache: Reader) -> None:
         self.kube = kube
         self.cache = cache
-        self._protected: set[tuple[str, str, str]] = set()
-        """(namespace, secret name, secret uid) known to carry the finalizer."""
+        self._protected: dict[tuple[str, str], str] = {}
+        """(namespace, secret name) known to carry the finalizer -> the Secret's uid. A dict:
+        every reconcile of every scale set asks (a scan of a set was a tenth of the 1,000-set
+        controller's CPU)."""
 
     async def protect(self, ars: JSON) -> JSON:
         """Finalizer on the Secret ``ars`` uses; the old one released if the name changed."""
         ns, name = ars["metadata"]["namespace"], _secret_name(ars)
         recorded = _recorded(ars)
-        if not name or (recorded == name and any(k[:2] == (ns, name) for k in self._protected)):
+        if not name or (recorded == name and (ns, name) in self._protected):
             return ars
         try:
             secret = await self.kube.get(SECRETS, name, namespace=ns)
@@ -72,7 +74,7 @@ class SecretProtection:
                 name,
                 ars["metadata"]["name"],
             )
-        self._protected.add((ns, name, str(secret["metadata"].get("uid") or "")))
+        self._protected[(ns, name)] = str(secret["metadata"].get("uid") or "")
         if recorded != name:
             if recorded:
                 await self.release(ars, recorded)
@@ -101,5 +103,5 @@ class SecretProtection:
         except kerrors.NotFound:
             return
         await remove_finalizer(self.kube, SECRETS, secret, c.FINALIZER_GITHUB_SECRET_PROTECTION)
-        self._protected = {k for k in self._protected if k[:2] != (ns, name)}
+        self._protected.pop((ns, name), None)
         log.info("Secret %s/%s released", ns, name)
