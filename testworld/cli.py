@@ -85,10 +85,13 @@ def bench(
         "in-process and as a pod, at several scale set counts; scale: one controller with "
         "in-process listeners at --sizes scale sets (default 1,100,1000): time to sessions, "
         "RSS, idle CPU, loop lag, pickup; fairness: one tenant's trickle while another's "
-        "--burst lands (bench/README.md).",
+        "--burst lands; shards: --scale-sets (default 3,000) over --replicas sharded replicas, "
+        "one SIGKILLed (bench/README.md).",
     ),
     jobs: int | None = typer.Option(None, help="Jobs in a run (jobs: 1000, listeners: 200)."),
-    scale_sets: int = typer.Option(20, help="Scale sets (one namespace each, one controller)."),
+    scale_sets: int = typer.Option(
+        20, help="Scale sets (one namespace each, one controller; shards suite: 3,000)."
+    ),
     max_runners: int = typer.Option(10, help="maxRunners of every scale set."),
     rate: float | None = typer.Option(
         None, help="Job arrivals per second, over all scale sets (jobs: 10, listeners: 5)."
@@ -123,6 +126,8 @@ def bench(
     burst: int = typer.Option(
         400, help="jobs suite: runner pods requested at once after the job stream (0: skip)."
     ),
+    replicas: int = typer.Option(3, help="shards suite: controller replicas."),
+    shards: int = typer.Option(12, help="shards suite: the controllers' --shards."),
     controller_args: str = typer.Option(
         "", help="fairness suite: extra controller flags, as one shell-quoted string."
     ),
@@ -136,6 +141,22 @@ def bench(
 
     if listener_mode not in ("InProcess", "Pod"):
         raise typer.BadParameter("expected InProcess or Pod", param_hint="--listener-mode")
+    if suite == "shards":
+        from testworld.bench_shards import ShardBenchOptions
+        from testworld.bench_shards import run as run_shards
+
+        raise typer.Exit(
+            run_shards(
+                ShardBenchOptions(
+                    scale_sets=scale_sets if scale_sets != 20 else 3000,
+                    replicas=replicas,
+                    shards=shards,
+                    jobs=jobs if jobs is not None else 100,
+                    poll_timeout=poll_timeout if poll_timeout != 50.0 else 20.0,
+                    out=Path(out) if out else None,
+                )
+            )
+        )
     if suite == "fairness":
         from testworld.bench_fairness import FairnessOptions
         from testworld.bench_fairness import run as run_fairness
@@ -184,7 +205,7 @@ def bench(
         raise typer.Exit(run_listeners(listener_options, suite=suite))
     if suite != "jobs":
         raise typer.BadParameter(
-            "expected jobs, listeners, scale or fairness", param_hint="--suite"
+            "expected jobs, listeners, scale, fairness or shards", param_hint="--suite"
         )
 
     from testworld.bench import BenchOptions, run
