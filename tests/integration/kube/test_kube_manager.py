@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import asyncio
 import datetime
-from collections.abc import AsyncIterator
+import time
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import aiohttp
 import pytest
+from prometheus_client import CollectorRegistry
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
 
 from gharc.kube.builder import Builder
 from gharc.kube.client import KubeClient
@@ -66,6 +70,46 @@ async def test_the_manager_serves_health_readiness_and_metrics(
         async with http.get(base + "/readyz") as resp:
             assert resp.status == 503
             assert "broken" in await resp.text()
+    finally:
+        mgr.stop()
+        await asyncio.wait_for(run, 10)
+
+
+class SlowCollector(Collector):
+    """A collector that takes half a second of (blocking) time to collect."""
+
+    def collect(self) -> Iterator[Any]:
+        time.sleep(0.5)
+        yield GaugeMetricFamily("slow_collector_value", "A slowly collected value.", value=1)
+
+
+async def test_a_slow_scrape_does_not_hold_the_event_loop(
+    kube: KubeClient, namespace: str, http: aiohttp.ClientSession
+) -> None:
+    """Rendering the metrics happens off the loop: a scrape of many series does not stall
+    every reconcile and listener for its length."""
+    registry = CollectorRegistry()
+    registry.register(SlowCollector())
+    mgr, _ = _manager(kube, namespace, metrics_address="127.0.0.1:0", registry=registry)
+    run = asyncio.create_task(mgr.run())
+    gaps: list[float] = []
+
+    async def tick() -> None:
+        loop = asyncio.get_running_loop()
+        last = loop.time()
+        while True:
+            await asyncio.sleep(0.01)
+            now = loop.time()
+            gaps.append(now - last)
+            last = now
+
+    try:
+        assert await mgr.wait_started(10)
+        ticker = asyncio.create_task(tick())
+        async with http.get(f"http://127.0.0.1:{mgr.metrics_port}/metrics") as resp:
+            assert "slow_collector_value 1.0" in await resp.text()
+        ticker.cancel()
+        assert max(gaps) < 0.3, f"the loop was held {max(gaps):.2f} s by a scrape"
     finally:
         mgr.stop()
         await asyncio.wait_for(run, 10)
