@@ -427,6 +427,7 @@ def _manager(
         if elect
         else None,
         handle_signals=handle_signals,
+        freeze_heap=True,
         **cache,
         **extra,
     )

@@ -36,6 +36,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, CollectorRegistry, 
 
 from gharc.kube.cache import Cache
 from gharc.kube.client import KubeClient
+from gharc.kube.heapfreeze import keep_heap_frozen
 from gharc.kube.informer import Transform
 from gharc.kube.leaderelection import LeaderElectionConfig, LeaderElector
 from gharc.kube.leasekeeper import LeaseKeeper
@@ -99,6 +100,9 @@ class Manager:
     * ``leader_election`` - a LeaderElectionConfig, or None to run everything at once.
     * ``graceful_shutdown_timeout`` - seconds in-flight work gets on stop (controller-runtime: 30).
     * ``handle_signals`` - install SIGTERM/SIGINT handlers while :meth:`run` runs.
+    * ``freeze_heap`` - keep long-lived objects out of the cycle collector's full passes
+      while :meth:`run` runs (:mod:`gharc.kube.heapfreeze`); for a process whose caches are
+      large, such as the controller's.
     """
 
     def __init__(
@@ -117,6 +121,7 @@ class Manager:
         cache_sync_timeout: float = 120.0,
         handle_signals: bool = True,
         registry: CollectorRegistry = REGISTRY,
+        freeze_heap: bool = False,
     ) -> None:
         self.client = client
         self.cache = Cache(
@@ -138,6 +143,8 @@ class Manager:
         """Holds the Lease from its own thread (:mod:`gharc.kube.leasekeeper`)."""
         self._lag = LoopLagMonitor()
         self._lag_task: asyncio.Task[None] | None = None
+        self._freeze_heap = freeze_heap
+        self._heap_task: asyncio.Task[None] | None = None
         self.metrics_port: int | None = None
         self.health_port: int | None = None
         self._runnables: list[Any] = []
@@ -240,6 +247,8 @@ class Manager:
         try:
             await self._start_http()
             self._lag_task = loop.create_task(self._lag.run(), name="event-loop-lag")
+            if self._freeze_heap:
+                self._heap_task = loop.create_task(keep_heap_frozen(), name="heap-freeze")
             await self.cache.start()
             if not await self.cache.wait_for_sync(self.cache_sync_timeout):
                 raise TimeoutError(f"cache not synced within {self.cache_sync_timeout} s")
@@ -324,6 +333,10 @@ class Manager:
             self._lag_task.cancel()
             await asyncio.gather(self._lag_task, return_exceptions=True)
             self._lag_task = None
+        if self._heap_task is not None:
+            self._heap_task.cancel()
+            await asyncio.gather(self._heap_task, return_exceptions=True)
+            self._heap_task = None
         await self.cache.stop()
         for runner in self._runners:
             await runner.cleanup()
