@@ -18,7 +18,6 @@ import contextlib
 import logging
 import os
 import time
-from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -27,7 +26,6 @@ from testworld.sim.report import percentile
 
 log = logging.getLogger("testworld.bench")
 
-LEASE = "gharc-bench-shards"
 SESSION_CREATE = "*/runnerscalesets/{scale_set_id}/sessions"
 
 
@@ -80,26 +78,6 @@ def _rss_mib(pid: int | None) -> float:
     return proc_rss_mib(pid) if pid else float("nan")
 
 
-@contextlib.asynccontextmanager
-async def _replicas(world: Any, names: list[str]) -> AsyncIterator[list[Any]]:
-    from testworld.chaos.replicas import Replica
-
-    started = [Replica(world, name) for name in names]
-    try:
-        for replica in started:
-            await replica.start()
-        yield started
-    finally:
-        for replica in started:
-            await replica.stop()
-
-
-async def _holders(world: Any, shards: int) -> dict[int, str | None]:
-    from testworld.chaos.replicas import leader
-
-    return {k: await leader(world, f"{LEASE}-shard-{k}") for k in range(shards)}
-
-
 async def _until(check: Any, timeout: float, what: str) -> float:
     """Seconds until ``check()`` (a coroutine function) is true; raises after ``timeout``."""
     began = time.monotonic()
@@ -113,7 +91,9 @@ async def _until(check: Any, timeout: float, what: str) -> float:
 async def run_shards(opts: ShardBenchOptions) -> ShardBenchResult:
     from gharc.api import crds
     from gharc.kube.shards import shard_of
-    from testworld.chaos.replicas import sigkill
+    from testworld.chaos.cases import LEASE
+    from testworld.chaos.replicas import replicas, sigkill
+    from testworld.chaos.shards import holders
     from testworld.controlplane import ControlPlane
     from testworld.sim.github import FakeGitHubServer
     from testworld.sim.programs import RunnerProgram
@@ -135,7 +115,7 @@ async def run_shards(opts: ShardBenchOptions) -> ShardBenchResult:
             controller_args=[f"--leader-election-id={LEASE}", f"--shards={opts.shards}"],
             controller_env={"POD_NAME": names[0]},
         ) as world,
-        _replicas(world, names[1:]) as others,
+        replicas(world, names[1:]) as others,
     ):
         pids = {names[0]: world.controller_pid} | {
             r.name: (r.proc.pid if r.proc else None) for r in others
@@ -154,7 +134,7 @@ async def run_shards(opts: ShardBenchOptions) -> ShardBenchResult:
         print(f"{len(pairs)} listeners in session in {res.sessions_seconds} s", flush=True)
         await asyncio.sleep(10)
 
-        held = await _holders(world, opts.shards)
+        held = await holders(world, opts.shards)
         owners: dict[str, int] = {}
         for session in gh.state.sessions.values():
             owners[session.owner] = owners.get(session.owner, 0) + 1
@@ -178,7 +158,7 @@ async def run_shards(opts: ShardBenchOptions) -> ShardBenchResult:
         print(f"SIGKILLed {res.victim}, holder of {len(lost)} shards ({len(moved)} sets)")
 
         async def moved_away() -> bool:
-            now = await _holders(world, opts.shards)
+            now = await holders(world, opts.shards)
             return all(now[k] not in (None, res.victim) for k in lost)
 
         await _until(moved_away, opts.timeout, "the killed replica's shards to move")

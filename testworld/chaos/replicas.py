@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import signal
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import IO
 
@@ -65,6 +66,20 @@ class Replica:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.stop()
+
+
+@contextlib.asynccontextmanager
+async def replicas(world: World, names: list[str]) -> AsyncIterator[list[Replica]]:
+    """More replicas of the World's controller, one per ``POD_NAME`` in ``names``, stopped
+    (SIGTERM, then SIGKILL) on exit."""
+    started = [Replica(world, name) for name in names]
+    try:
+        for replica in started:
+            await replica.start()
+        yield started
+    finally:
+        for replica in started:
+            await replica.stop()
 
 
 async def leader(world: World, lease: str) -> str | None:

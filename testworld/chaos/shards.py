@@ -10,9 +10,7 @@
 
 from __future__ import annotations
 
-import contextlib
 import time
-from collections.abc import AsyncIterator
 
 from gharc.kube.shards import shard_of
 from testworld.chaos.cases import (
@@ -24,7 +22,7 @@ from testworld.chaos.cases import (
     under_way,
 )
 from testworld.chaos.measure import first_runner_of_reacquired, outcome
-from testworld.chaos.replicas import Replica, leader, sigkill
+from testworld.chaos.replicas import leader, replicas, sigkill
 from testworld.chaos.report import CaseResult
 from testworld.world import World
 from testworld.worlds import WorldFactory, scale_set_id, wait_until
@@ -58,18 +56,6 @@ def _session_creates(world: World) -> int:
     return posts - world.github.calls(SESSION_CREATE, method="POST", status=409)
 
 
-@contextlib.asynccontextmanager
-async def _replicas(world: World, names: list[str]) -> AsyncIterator[list[Replica]]:
-    started = [Replica(world, name) for name in names]
-    try:
-        for replica in started:
-            await replica.start()
-        yield started
-    finally:
-        for replica in started:
-            await replica.stop()
-
-
 async def _balanced(world: World, shards: int, names: set[str]) -> None:
     share = -(-shards // len(names))
 
@@ -90,7 +76,7 @@ async def shard_spread(
     world = await factory.create(
         ns, poll_timeout=SHORT_POLL, controller_args=args, controller_env={"POD_NAME": "shard-a"}
     )
-    async with _replicas(world, ["shard-b"]):
+    async with replicas(world, ["shard-b"]):
         await _balanced(world, shards, {"shard-a", "shard-b"})
         sets = [f"sp-{i}" for i in range(sizes.scale_sets)]
         await start_scale_sets(world, ns, sets, sizes)
@@ -118,7 +104,7 @@ async def shard_kill(
     world = await factory.create(
         ns, poll_timeout=SHORT_POLL, controller_args=args, controller_env={"POD_NAME": "shard-a"}
     )
-    async with _replicas(world, ["shard-b", "shard-c"]) as others:
+    async with replicas(world, ["shard-b", "shard-c"]) as others:
         names = {"shard-a", "shard-b", "shard-c"}
         await _balanced(world, shards, names)
         sets = [f"sk-{i}" for i in range(sizes.scale_sets)]
