@@ -609,7 +609,6 @@ def setup(manager: ManagerLike, deps: ScaleSetDeps) -> Controller:
         .owns(SERVICE_ACCOUNTS, ResourceVersionChangedPredicate())
         .watches(ROLES, rbac_to_listener, label_selector=c.LABEL_LISTENER_NAME)
         .watches(ROLE_BINDINGS, rbac_to_listener, label_selector=c.LABEL_LISTENER_NAME)
-        .with_options(max_concurrent_reconciles=deps.options.listener_max_concurrent_reconciles)
         .complete(reconciler)
     )
     if host is not None:

@@ -1032,7 +1032,6 @@ def setup(manager: ManagerLike, deps: ScaleSetDeps) -> Controller:
         .for_(AUTOSCALING_RUNNER_SETS, ResourceVersionChangedPredicate(), *scope)
         .owns(EPHEMERAL_RUNNER_SETS, ResourceVersionChangedPredicate(), *scope)
         .watches(AUTOSCALING_LISTENERS, to_runner_set, ResourceVersionChangedPredicate())
-        .with_options(max_concurrent_reconciles=deps.options.scale_set_max_concurrent_reconciles)
         .complete(reconciler)
     )
 

@@ -61,13 +61,6 @@ class ScaleSetOptions:
     runner_set_max_concurrent_reconciles: int = 4
     """Workers of the EphemeralRunnerSet controller (one key is never reconciled twice at
     once, so sets only run in parallel with other sets)."""
-    scale_set_max_concurrent_reconciles: int = 4
-    """Workers of the AutoscalingRunnerSet controller (ARC: 1). Each reconcile waits on API
-    round trips; at 1,000 sets one worker serialized every set's status mirroring."""
-    listener_max_concurrent_reconciles: int = 8
-    """Workers of the AutoscalingListener controller (ARC: 1). A replica that takes over a
-    shard of 500 sets starts their listeners through it: with one worker, one Secret read
-    and one status write at a time, jobs on the moved sets waited ~10 s for it."""
     runner_failure_backoff: tuple[float, ...] = RUNNER_FAILURE_BACKOFF
     runner_max_failures: int = 5
     failed_runner_replace_backoff: tuple[float, ...] = FAILED_RUNNER_REPLACE_BACKOFF
