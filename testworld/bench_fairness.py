@@ -33,8 +33,6 @@ class FairnessOptions:
     poll_timeout: float = 20.0
     timeout: float = 600.0
     out: Path | None = None
-    kubelet_connections: int = 0
-    """The kubelet simulator's own connections (0: it shares the harness's 100)."""
     controller_args: list[str] = field(default_factory=list)
     """Extra flags of the controller (e.g. ``--k8s-client-max-in-flight-per-namespace=2``)."""
 
@@ -118,7 +116,6 @@ async def run_fairness(opts: FairnessOptions) -> list[Phase]:
             runner=RunnerProgram(poll_seconds=30),
             controller_namespace="gharc-bench-system",
             controller_args=opts.controller_args,
-            kubelet_connections=opts.kubelet_connections,
         ) as world,
     ):
         await world.apply_scale_set("team-trickle", "trickle", max_runners=10)

@@ -126,9 +126,6 @@ def bench(
     burst: int = typer.Option(
         400, help="jobs suite: runner pods requested at once after the job stream (0: skip)."
     ),
-    kubelet_connections: int = typer.Option(
-        0, help="fairness suite: the kubelet simulator's own connections (0: shares 100)."
-    ),
     replicas: int = typer.Option(3, help="shards suite: controller replicas."),
     shards: int = typer.Option(12, help="shards suite: the controllers' --shards."),
     controller_args: str = typer.Option(
@@ -174,7 +171,6 @@ def bench(
                     timeout=timeout,
                     out=Path(out) if out else None,
                     controller_args=shlex.split(controller_args),
-                    kubelet_connections=kubelet_connections,
                 )
             )
         )

@@ -149,15 +149,12 @@ class World:
         controller_namespace: str = CONTROLLER_NAMESPACE,
         single_namespace: bool = False,
         kubelet_namespaces: list[str] | None = None,
-        kubelet_connections: int = 0,
     ) -> None:
         """``single_namespace`` runs the controller with ``--watch-single-namespace`` on its
         own namespace and the kubelet on that namespace only: such a World shares the
         control plane with other Worlds running at the same time without either touching
         the other's objects (the e2e tests overlap a long observation with other tests so).
         ``kubelet_namespaces`` restricts the kubelet otherwise (default: every namespace).
-        ``kubelet_connections`` gives the kubelet simulator a client of its own with that
-        many connections (default: it shares the World's, 100).
         """
         self.kubeconfig = kubeconfig
         self.github = github
@@ -168,8 +165,6 @@ class World:
         self.metrics_port = free_port()
         self.api: client.ApiClient | None = None
         self.kubelet: KubeletSimulator | None = None
-        self.kubelet_connections = kubelet_connections
-        self._kubelet_api: client.ApiClient | None = None
         self.controller: asyncio.subprocess.Process | None = None
         self.controller_log_path: Path | None = None
         self._controller_log: IO[bytes] | None = None
@@ -190,17 +185,8 @@ class World:
             await self.ensure_namespace(ns)
         await self.start_controller()
         programs = default_programs(self.api, runner=self.runner_program)
-        kubelet_api = self.api
-        if self.kubelet_connections:
-            # The simulated node's own connections, as every real kubelet has its own.
-            kubelet_cfg = client.Configuration()
-            await config.load_kube_config(
-                config_file=self.kubeconfig, client_configuration=kubelet_cfg
-            )
-            kubelet_cfg.connection_pool_maxsize = self.kubelet_connections
-            kubelet_api = self._kubelet_api = client.ApiClient(kubelet_cfg)
         self.kubelet = KubeletSimulator(
-            kubelet_api, programs=programs, namespaces=self.kubelet_namespaces
+            self.api, programs=programs, namespaces=self.kubelet_namespaces
         )
         await self.kubelet.start()
         return self
@@ -209,8 +195,6 @@ class World:
         await self.stop_controller()
         if self.kubelet is not None:
             await self.kubelet.stop()
-        if self._kubelet_api is not None:
-            await self._kubelet_api.close()
         if self.api is not None:
             await self.api.close()
 
