@@ -111,13 +111,23 @@ async def test_nothing_is_repaired_within_the_grace(world: World) -> None:
 
 
 async def _cached(world: World, sets: int) -> None:
+    """Until the cache holds ``sets`` runner sets and the set controller has stopped
+    writing them (finalizer, first status): a write between passes is a change."""
     cache = world.cache
     assert cache is not None
+    seen: list[tuple[str, ...]] = []
 
-    async def cached() -> bool:
-        return len(await cache.list(EPHEMERAL_RUNNER_SETS)) == sets
+    async def settled() -> bool:
+        versions = tuple(
+            sorted(
+                str(s["metadata"]["resourceVersion"])
+                for s in await cache.list(EPHEMERAL_RUNNER_SETS)
+            )
+        )
+        seen.append(versions)
+        return len(versions) == sets and seen[-6:] == [versions] * 6
 
-    await eventually(cached, timeout=10, message="the runner sets cached")
+    await eventually(settled, timeout=20, interval=0.2, message="the runner sets settled")
 
 
 async def test_a_quiet_scale_set_is_looked_at_on_full_passes_only(world: World) -> None:
