@@ -73,15 +73,10 @@ class GitHubRunner:
     busy: bool
 
 
-async def list_scale_set_runners(client: ActionsClient, scale_set_id: int) -> list[GitHubRunner]:
-    """The scale set's registrations, with whether each holds a job: the service's agent
-    list (the call ``get_runner_by_name`` makes, without a name) asked for assigned
-    requests. One call for the whole scope; filtered here by scale set."""
-    return scale_set_runners(await client.list_runners(), scale_set_id)
-
-
 def scale_set_runners(scope: list[dict[str, Any]], scale_set_id: int) -> list[GitHubRunner]:
-    """The registrations of ``scale_set_id`` among a scope's agent list."""
+    """The registrations of ``scale_set_id`` among a scope's agent list (the service's agent
+    list asked for assigned requests: one call for the whole scope), with whether each
+    holds a job."""
     found = []
     for item in scope:
         ss = int(item.get("runnerScaleSetId") or 0)
@@ -126,9 +121,8 @@ class OrphanReconciler:
     _quiet: dict[tuple[str, int], tuple[str, ...]] = field(default_factory=dict)
     """Quiet scale sets and the resourceVersions of their EphemeralRunnerSets then."""
     _passes: int = 0
-    _scopes: dict[int, tuple[float, ActionsClient, list[dict[str, Any]]]] = field(
-        default_factory=dict
-    )
+    _scopes: dict[ActionsClient, tuple[float, list[dict[str, Any]]]] = field(default_factory=dict)
+    """A scope's agent list by the client that read it (hashed by identity), this pass."""
     _stop: asyncio.Event = field(default_factory=asyncio.Event)
     _hangs: HangReaper | None = None
     _hung_seen: set[str] = field(default_factory=set)
@@ -200,13 +194,12 @@ class OrphanReconciler:
 
     async def _registrations(self, client: ActionsClient, ss_id: int) -> list[GitHubRunner]:
         """The scale set's registrations, from its scope's agent list: one call per client
-        per pass while the answer is fresh (the client is the key; it is kept alive)."""
+        per pass while the answer is fresh."""
         now = self.clock()
-        hit = self._scopes.get(id(client))
-        if hit is None or hit[1] is not client or now - hit[0] > self.scope_max_age:
-            hit = (now, client, await client.list_runners())
-            self._scopes[id(client)] = hit
-        return scale_set_runners(hit[2], ss_id)
+        hit = self._scopes.get(client)
+        if hit is None or now - hit[0] > self.scope_max_age:
+            hit = self._scopes[client] = (now, await client.list_runners())
+        return scale_set_runners(hit[1], ss_id)
 
     async def _sweep_scale_set(
         self,
