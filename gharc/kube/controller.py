@@ -116,7 +116,11 @@ class Controller:
         self.need_leader_election = need_leader_election
         self.cache_sync_timeout = cache_sync_timeout
         self.queue: WorkQueue[Request] = WorkQueue(
-            name=name, controller=name, rate_limiter=rate_limiter, fair_key=_tenant
+            name=name,
+            controller=name,
+            rate_limiter=rate_limiter,
+            fair_key=_tenant,
+            workers=max_concurrent_reconciles,
         )
         self._sources: list[Informer] = []
         self.router: Router | None = None

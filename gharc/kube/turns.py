@@ -9,7 +9,7 @@ queue of queues.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 from typing import Generic, TypeVar
 
 __all__ = ["TurnQueue"]
@@ -34,6 +34,16 @@ class TurnQueue(Generic[T]):
             self._turns.append(key)
         queue.append(item)
         self._count += 1
+
+    def pop_first(self, eligible: Callable[[Hashable], bool]) -> T | None:
+        """The oldest item of the first key in turn that is ``eligible``; ``None`` if no key
+        is. Keys passed over keep their place in the turns."""
+        for index, key in enumerate(self._turns):
+            if eligible(key):
+                del self._turns[index]
+                self._turns.appendleft(key)
+                return self.pop()
+        return None
 
     def pop(self) -> T:
         """The next key's oldest item; raises IndexError when empty."""

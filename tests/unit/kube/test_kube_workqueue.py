@@ -207,3 +207,65 @@ async def test_without_a_fair_key_the_queue_is_one_fifo() -> None:
     for item in [("a", "1"), ("a", "2"), ("b", "1")]:
         q.add(item)
     assert [await q.get() for _ in range(3)] == [("a", "1"), ("a", "2"), ("b", "1")]
+
+
+def _tenant_queue(workers: int) -> WorkQueue[tuple[str, str]]:
+    return WorkQueue(fair_key=lambda item: item[0], workers=workers)
+
+
+async def test_a_burst_leaves_the_last_eighth_of_the_workers_to_other_tenants() -> None:
+    """16 workers: team-a's burst may hold 14; the last 2 wait for a tenant that holds
+    none, and one starts at once when it comes (it did not before: team-a took all 16)."""
+    q = _tenant_queue(16)
+    for i in range(100):
+        q.add(("team-a", f"runner-{i}"))
+    held = [await q.get() for _ in range(14)]
+    assert {team for team, _ in held} == {"team-a"}
+    spare = asyncio.create_task(q.get())
+    await asyncio.sleep(0)
+    assert not spare.done(), "team-a holds 14 of 16 workers: the rest are kept"
+    q.add(("team-b", "runner-0"))
+    assert await asyncio.wait_for(spare, 1) == ("team-b", "runner-0")
+    last = asyncio.create_task(q.get())
+    await asyncio.sleep(0)
+    assert not last.done(), "the 16th worker is kept too, for a third tenant"
+    q.add(("team-c", "runner-0"))
+    assert await asyncio.wait_for(last, 1) == ("team-c", "runner-0")
+
+
+async def test_a_kept_worker_goes_back_to_the_burst_when_one_of_its_items_is_done() -> None:
+    q = _tenant_queue(8)
+    for i in range(20):
+        q.add(("team-a", f"runner-{i}"))
+    held = [await q.get() for _ in range(7)]
+    waiting = asyncio.create_task(q.get())
+    await asyncio.sleep(0)
+    assert not waiting.done()
+    q.done(held[0])
+    assert await asyncio.wait_for(waiting, 1) == ("team-a", "runner-7")
+
+
+async def test_a_tenant_that_holds_no_worker_is_served_before_busy_ones_in_turn() -> None:
+    """With the shared workers taken, the first tenant in turn that holds none goes next;
+    the busy tenants passed over keep their places."""
+    q = _tenant_queue(8)
+    for i in range(10):
+        q.add(("team-a", f"runner-{i}"))
+    held = [await q.get() for _ in range(7)]
+    q.add(("team-c", "runner-0"))
+    assert await q.get() == ("team-c", "runner-0")
+    for item in held:
+        q.done(item)
+    q.add(("team-d", "runner-0"))
+    assert [await q.get() for _ in range(3)] == [
+        ("team-a", "runner-7"),
+        ("team-d", "runner-0"),
+        ("team-a", "runner-8"),
+    ]
+
+
+async def test_fewer_than_eight_workers_keep_none_back() -> None:
+    q = _tenant_queue(4)
+    for i in range(4):
+        q.add(("team-a", f"runner-{i}"))
+    assert [await q.get() for _ in range(4)] == [("team-a", f"runner-{i}") for i in range(4)]
