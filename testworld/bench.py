@@ -131,7 +131,9 @@ async def _watch(api: Any, timeline: Timeline, kind: str, stop: asyncio.Event) -
             kwargs: dict[str, Any] = {"timeout_seconds": 30}
             if rv:
                 kwargs["resource_version"] = rv
-            async with watch.Watch().stream(func, *args, **kwargs) as stream:
+            # NB: "object" keeps events as dicts: building V1Pod models was a third of the
+            # harness's CPU in a 400-pod burst, taken from what the bench measures.
+            async with watch.Watch(return_type="object").stream(func, *args, **kwargs) as stream:
                 async for event in stream:
                     now = time.time()
                     obj = event["object"]
@@ -390,6 +392,30 @@ class Bench:
         self.report.runners_created = world.runners_created()
         self.extra["latency_breakdown_s"] = self._breakdown(gh.state.jobs)
 
+    def stages_of(self, job: Any) -> dict[str, float]:
+        """One job's stages (see :meth:`_breakdown`), those the timeline saw both ends of."""
+        tl = self.timeline
+        if not job.start_time or not job.runner_name:
+            return {}
+        ns = next(
+            (k.split("/", 1)[0] for k in tl.er_created if k.endswith("/" + job.runner_name)),
+            None,
+        )
+        if ns is None:
+            return {}
+        key = f"{ns}/{job.runner_name}"
+        patch = next((p[0] for p in tl.patches.get(ns, []) if p[0] >= job.queue_time), None)
+        marks = [
+            ("queued->listener patch", job.queue_time, patch),
+            ("listener patch->ER created", patch, tl.er_created.get(key)),
+            ("ER created->pod created", tl.er_created.get(key), tl.pod_created.get(key)),
+            ("pod created->pod Running", tl.pod_created.get(key), tl.pod_running.get(key)),
+            ("pod Running->runner took job", tl.pod_running.get(key), job.runner_assign_time),
+            ("runner took job->started", job.runner_assign_time, job.start_time),
+            ("queued->ER created", job.queue_time, tl.er_created.get(key)),
+        ]
+        return {name: b - a for name, a, b in marks if a is not None and b is not None}
+
     def _breakdown(self, jobs: dict[int, Any]) -> dict[str, dict[str, float]]:
         """Per job: queued -> first listener patch after it -> its runner's EphemeralRunner
         created -> pod created -> pod Running -> runner took the job -> job started.
@@ -397,31 +423,10 @@ class Bench:
         A runner takes the oldest job assigned to its set, not "its" job, so a stage can be
         negative for one job (its runner existed before it was queued: a warm runner); the
         medians say where the time goes."""
-        tl = self.timeline
         stages: dict[str, list[float]] = defaultdict(list)
         for job in jobs.values():
-            if not job.start_time or not job.runner_name:
-                continue
-            ns = next(
-                (k.split("/", 1)[0] for k in tl.er_created if k.endswith("/" + job.runner_name)),
-                None,
-            )
-            if ns is None:
-                continue
-            key = f"{ns}/{job.runner_name}"
-            patch = next((p[0] for p in tl.patches.get(ns, []) if p[0] >= job.queue_time), None)
-            marks = [
-                ("queued->listener patch", job.queue_time, patch),
-                ("listener patch->ER created", patch, tl.er_created.get(key)),
-                ("ER created->pod created", tl.er_created.get(key), tl.pod_created.get(key)),
-                ("pod created->pod Running", tl.pod_created.get(key), tl.pod_running.get(key)),
-                ("pod Running->runner took job", tl.pod_running.get(key), job.runner_assign_time),
-                ("runner took job->started", job.runner_assign_time, job.start_time),
-                ("queued->ER created", job.queue_time, tl.er_created.get(key)),
-            ]
-            for name, a, b in marks:
-                if a is not None and b is not None:
-                    stages[name].append(b - a)
+            for name, seconds in self.stages_of(job).items():
+                stages[name].append(seconds)
         return {
             name: {
                 "p50": round(statistics.median(v), 3),

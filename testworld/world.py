@@ -180,6 +180,10 @@ class World:
         cfg = client.Configuration()
         await config.load_kube_config(config_file=self.kubeconfig, client_configuration=cfg)
         self.api = client.ApiClient(cfg)
+        # NB: the harness reads no proxy or netrc settings, and with trust_env aiohttp asks a
+        # worker thread for both on every request: two thread hops per simulated kubelet
+        # call, which under a burst put the harness's loop behind what it measures.
+        self.api.rest_client.pool_manager._trust_env = False
         await self.ensure_namespace(self.controller_namespace)
         for ns in self.kubelet_namespaces:
             await self.ensure_namespace(ns)
