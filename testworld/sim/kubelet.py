@@ -350,22 +350,27 @@ class KubeletSimulator:
             await self._bind(ns, name)
         run.bound = True
         containers = pod["spec"].get("containers", [])
-        await self._patch_status(ns, name, self._pending_status(pod, containers))
-        pull = self._slow_pulls.pop(0) if self._slow_pulls else self.image_pull_seconds
-        if pull > 0 and not await self._wait_or_interrupted(run, pull):
+        # NB: a kubelet's status manager writes statuses apart from the pod worker that
+        # starts containers (in order for each pod): Pending is on its way while the image is
+        # pulled and the Secrets are read, and Running is written after it.
+        pending = asyncio.ensure_future(
+            self._patch_status(ns, name, self._pending_status(pod, containers))
+        )
+        try:
+            prepared = await self._prepare(run, pod, containers)
+        except asyncio.CancelledError:
+            pending.cancel()
+            await asyncio.gather(pending, return_exceptions=True)
+            raise
+        except BaseException:
+            await asyncio.gather(pending, return_exceptions=True)
+            raise
+        await pending
+        if prepared is None:
             if run.deleting:
                 await self._final_delete(ns, name, run.uid)
             return
-        if run.deleting:
-            await self._final_delete(ns, name, run.uid)
-            return
-        main, program = self._main_container(pod, containers)
-        ctx = ContainerContext(
-            pod=pod,
-            container=main,
-            env=await self._resolve_env(pod, main),
-            files=await self._resolve_files(pod, main),
-        )
+        ctx, program = prepared
         run.ctx = ctx
         started = now_rfc3339()
         await self._patch_status(ns, name, self._running_status(pod, containers, started))
@@ -394,6 +399,25 @@ class KubeletSimulator:
         await self._patch_status(ns, name, status)
         if run.deleting:
             await self._final_delete(ns, name, run.uid)
+
+    async def _prepare(
+        self, run: _PodRun, pod: dict[str, Any], containers: list[dict[str, Any]]
+    ) -> tuple[ContainerContext, Program] | None:
+        """Pull the image and read what the main container mounts and sees; ``None`` when
+        the pod was deleted or hit by a fault meanwhile."""
+        pull = self._slow_pulls.pop(0) if self._slow_pulls else self.image_pull_seconds
+        if pull > 0 and not await self._wait_or_interrupted(run, pull):
+            return None
+        if run.deleting:
+            return None
+        main, program = self._main_container(pod, containers)
+        ctx = ContainerContext(
+            pod=pod,
+            container=main,
+            env=await self._resolve_env(pod, main),
+            files=await self._resolve_files(pod, main),
+        )
+        return ctx, program
 
     async def _until_exit(self, run: _PodRun, prog_task: asyncio.Task[int]) -> tuple[int, str]:
         """The container's exit code and reason: its own, a fault's, or a deletion's."""
