@@ -91,4 +91,3 @@ def summary_lines(contract: Contract) -> list[str]:
     for scenario, facts in sorted(doubt.items()):
         lines.append(f"IN DOUBT {scenario}: the fake no longer holds {', '.join(facts)}")
     return lines
-

@@ -242,8 +242,7 @@ def build_images(archive: Path | None = None) -> Path:
         runner_dir = folder / "runner"
         runner_dir.mkdir()
         (runner_dir / "Dockerfile").write_text(
-            f"FROM {SIM_IMAGE}\n"
-            'ENTRYPOINT ["python", "-m", "testworld.realnode_runner"]\nCMD []\n'
+            f'FROM {SIM_IMAGE}\nENTRYPOINT ["python", "-m", "testworld.realnode_runner"]\nCMD []\n'
         )
         _run(["docker", "build", "-t", RUNNER_IMAGE, str(runner_dir)], env=env, log_to=blog)
         pause_dir = folder / "pause"

@@ -177,8 +177,9 @@ class ControllerSettings(GitHubSettings):
         flag="--k8s-client-max-in-flight-per-namespace",
         chart="flags.k8sClientMaxInFlightPerNamespace",
         help="Kubernetes requests one namespace (tenant) may have in flight at once, watches "
-        "excepted; a quarter of it (at least 1) while another tenant's namespace sent a "
-        "request in the last 5 s; 0 lifts the limit. Keeps one scale set's burst from "
+        "excepted; while another tenant's namespace sent a request in the last 5 s, a quarter "
+        "of it (at least 1), and an eighth for a namespace whose requests queue (a burst); "
+        "0 lifts the limit. Keeps one scale set's burst from "
         "filling the API server's queue in front of another tenant's requests (gharc).",
     )
     kubeconfig: str | None = common.kubeconfig()

@@ -216,8 +216,13 @@ class EphemeralRunnerReconciler:
                 status.update(phase=c.PHASE_PENDING, ready=False)
             written = er
 
-            async def write() -> None:
+            async def write(after_pod: bool = False) -> None:
                 nonlocal written
+                if after_pod:
+                    # NB: one turn of the loop lets the pod create start first: where the
+                    # namespace may have one request in flight (tenants sharing the API
+                    # server), the pod, which the job waits for, goes before the status.
+                    await asyncio.sleep(0)
                 written = await self.kube.patch_status(EPHEMERAL_RUNNERS, er, {"status": status})
                 self._remember_status(uid)
 
@@ -225,7 +230,7 @@ class EphemeralRunnerReconciler:
                 # The pod needs neither the write nor its answer (``er`` was just read or
                 # made): one round trip less on the way from EphemeralRunner to pod. If
                 # either fails, the next reconcile finds the other done and finishes.
-                status_written = asyncio.ensure_future(write())
+                status_written = asyncio.ensure_future(write(after_pod=True))
                 _, result = await asyncio.gather(
                     status_written,
                     self._create_pod(er, secret, fresh=True, status_written=status_written),

@@ -103,9 +103,7 @@ class World:
         resolver = ClientResolver(self.kube, self.pool)
         if self.metrics is None:
             self.metrics = ControllerMetrics(self.registry)
-        deps = ScaleSetDeps(
-            self.options, resolver, metrics=self.metrics, recorder=self.recorder
-        )
+        deps = ScaleSetDeps(self.options, resolver, metrics=self.metrics, recorder=self.recorder)
         ephemeralrunnerset.setup(manager, deps)
         ephemeralrunner.setup(manager, deps)
         await self.cache.start()
