@@ -155,12 +155,16 @@ class ClientResolver:
         if self._vault is not None:
             await self._vault.aclose()
 
-    async def secret_data(self, namespace: str, name: str) -> dict[str, str]:
-        """Decoded data of a Secret, read from the API server at most once per TTL."""
+    async def secret_data(
+        self, namespace: str, name: str, *, max_age: float | None = None
+    ) -> dict[str, str]:
+        """Decoded data of a Secret, read from the API server at most once per TTL (or per
+        ``max_age`` seconds, for a caller that can wait longer for a rotation)."""
         key = (namespace, name)
         now = self._clock()
         hit = self._secrets.get(key)
-        if hit is not None and now - hit[0] < self.secret_ttl:
+        ttl = self.secret_ttl if max_age is None else max_age
+        if hit is not None and now - hit[0] < ttl:
             return hit[1]
         secret = await self._kube.get(SECRETS, name, namespace=namespace)
         data = objects.decode_secret_data(secret)
@@ -203,7 +207,9 @@ class ClientResolver:
         proxy = (target.vault or {}).get("proxy")
         return await self._proxy_settings(target, proxy, "vaultConfig.proxy", from_vault=False)
 
-    async def github_config_data(self, target: GitHubTarget) -> dict[str, str]:
+    async def github_config_data(
+        self, target: GitHubTarget, *, max_age: float | None = None
+    ) -> dict[str, str]:
         """The GitHub credentials as Secret data: from the Secret or the vault secret."""
         if target.vault is not None:
             value = await self.vault_value(target, target.secret_name)
@@ -214,7 +220,7 @@ class ClientResolver:
                     err.reason, f"vault secret {target.secret_name}: {err.message}"
                 ) from None
         try:
-            return await self.secret_data(target.namespace, target.secret_name)
+            return await self.secret_data(target.namespace, target.secret_name, max_age=max_age)
         except kerrors.NotFound:
             raise ConfigurationError(
                 "MissingGitHubConfigSecret",
@@ -329,13 +335,16 @@ class ClientResolver:
         credentials.make_jwt(time.time())
         self._signing_keys_ok.add(credentials.identity)
 
-    async def client_for(self, target: GitHubTarget) -> ActionsClient:
-        """The shared client for ``target``; :class:`ConfigurationError` when it cannot be."""
+    async def client_for(
+        self, target: GitHubTarget, *, max_age: float | None = None
+    ) -> ActionsClient:
+        """The shared client for ``target``; :class:`ConfigurationError` when it cannot be.
+        ``max_age``: how old a remembered Secret may be (default: the TTL)."""
         if not target.config_url:
             raise ConfigurationError("InvalidConfiguration", "spec.githubConfigUrl is not set")
         if not target.secret_name:
             raise ConfigurationError("InvalidConfiguration", "spec.githubConfigSecret is not set")
-        data = await self.github_config_data(target)
+        data = await self.github_config_data(target, max_age=max_age)
         try:
             credentials = credentials_from_secret_data(data)
             self._check_signing_key(credentials)

@@ -61,6 +61,11 @@ JSON = dict[str, Any]
 
 #: The defaults of ``--runner-registration-sync-interval`` and ``--runner-registration-grace``
 #: (why these values: their declarations).
+SWEEP_SECRET_MAX_AGE = 600.0
+"""How old a remembered credentials Secret the pass may use (the reconciles' TTL is 30 s):
+at a minute a pass, a 30 s TTL made it re-read every set's Secret each time it looked at
+the set (about 100 GETs a minute at 1,000 sets). A rotated, revoked token costs at most one
+pass: a 401 or 403 forgets the Secret, as an in-process listener's rejection does."""
 DEFAULT_INTERVAL = ScaleSetOptions.registration_sync_interval
 DEFAULT_GRACE = ScaleSetOptions.registration_sync_grace
 
@@ -181,6 +186,11 @@ class OrphanReconciler:
                         ss_id, sets, candidates, seen_orphans
                     )
             except (gherrors.GitHubError, ConfigurationError) as err:
+                if isinstance(err, gherrors.Unauthorized | gherrors.Forbidden):
+                    # Read the credentials afresh next pass: they may have been rotated.
+                    spec = EphemeralRunnerSetView(sets[0]).runner_spec
+                    target = GitHubTarget.from_spec(str(objects.meta(sets[0])["namespace"]), spec)
+                    self.resolver.forget(target.namespace, target.secret_name)
                 log.info("registration reconcile of scale set %d skipped: %s", ss_id, err)
                 continue
             if not candidates and not registrations:
@@ -212,7 +222,9 @@ class OrphanReconciler:
         owner = sets[0]
         spec = EphemeralRunnerSetView(owner).runner_spec
         ns = str(objects.meta(owner).get("namespace"))
-        client = await self.resolver.client_for(GitHubTarget.from_spec(ns, spec))
+        client = await self.resolver.client_for(
+            GitHubTarget.from_spec(ns, spec), max_age=SWEEP_SECRET_MAX_AGE
+        )
         at_github = await self._registrations(client, ss_id)
         registered = {r.id for r in at_github}
         namespaces = {str(objects.meta(s).get("namespace")) for s in sets}

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
+from typing import Any, cast
 
 import pytest
 from _erworld import World, sweeper_fixture, world_fixture
@@ -18,6 +19,7 @@ from _erworld import World, sweeper_fixture, world_fixture
 from gharc.api.resources import EPHEMERAL_RUNNER_SETS
 from gharc.controllers.scaleset import orphans
 from gharc.controllers.scaleset.credentials import ClientResolver
+from gharc.kube.resources import SECRETS
 from testworld.wait import eventually
 
 pytestmark = pytest.mark.cluster
@@ -191,3 +193,43 @@ async def test_one_list_call_serves_every_scale_set_of_a_scope(world: World) -> 
     world.gh.reset_calls()
     await rec.sweep()
     assert world.gh.calls("*agents*", method="GET") == 1
+
+
+class _SecretReads:
+    """The controller's Kubernetes client, counting the Secret reads made through it."""
+
+    def __init__(self, kube: Any) -> None:
+        self._kube = kube
+        self.secret_gets = 0
+
+    async def get(self, resource: Any, name: str, **kwargs: Any) -> Any:
+        if resource == SECRETS:
+            self.secret_gets += 1
+        return await self._kube.get(resource, name, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._kube, name)
+
+
+async def test_a_pass_keeps_the_credentials_past_the_reconciles_ttl_until_github_rejects_them(
+    world: World,
+) -> None:
+    """Each pass re-read every set's Secret (a 30 s TTL, a pass a minute): it now uses one
+    up to 10 minutes old, and reads it afresh after GitHub said 401 (a rotated token)."""
+    assert world.cache is not None
+    await world.create_ers(replicas=0, patch_id=0)
+    now = [1000.0]
+    kube = _SecretReads(world.kube)
+    resolver = ClientResolver(cast(Any, kube), world.pool, clock=lambda: now[0])
+    rec = orphans.OrphanReconciler(world.kube, world.cache, resolver, world.recorder, full_every=1)
+    await _cached(world, 1)
+    await rec.sweep()
+    assert kube.secret_gets == 1
+    now[0] += 120  # four TTLs of a reconcile
+    await rec.sweep()
+    assert kube.secret_gets == 1, "the pass read the Secret again within 10 minutes"
+    world.gh.add_fault("status", route="*agents*", method="GET", status=401)
+    await rec.sweep()
+    world.gh.clear_faults()
+    await rec.sweep()
+    assert kube.secret_gets == 2, "a 401 must make the next pass read the Secret afresh"
