@@ -221,7 +221,7 @@ class WorkQueue(Generic[T]):
         """Processing of ``item`` finished; re-queue it if it was added meanwhile."""
         self._processing.discard(item)
         if self._reserve:
-            key = self._fair_key(item) if self._fair_key is not None else None
+            key = self._key_of(item)
             left = self._busy_keys.get(key, 0) - 1
             if left > 0:
                 self._busy_keys[key] = left
@@ -264,18 +264,19 @@ class WorkQueue(Generic[T]):
         if not self._reserve:
             return self._ready.pop()
         if len(self._processing) < self._shared_workers:
-            item = self._ready.pop()
+            item: T | None = self._ready.pop()
         else:
-            taken = self._ready.pop_first(lambda key: key not in self._busy_keys)
-            if taken is None:
-                return None
-            item = taken
-        key = self._fair_key(item) if self._fair_key is not None else None
-        self._busy_keys[key] = self._busy_keys.get(key, 0) + 1
+            item = self._ready.pop_first(lambda key: key not in self._busy_keys)
+        if item is not None:
+            key = self._key_of(item)
+            self._busy_keys[key] = self._busy_keys.get(key, 0) + 1
         return item
 
+    def _key_of(self, item: T) -> Hashable:
+        return self._fair_key(item) if self._fair_key is not None else None
+
     def _push(self, item: T) -> None:
-        self._ready.push(self._fair_key(item) if self._fair_key is not None else None, item)
+        self._ready.push(self._key_of(item), item)
         if self._metrics:
             self._depth.set(len(self._ready))
             self._added_at.setdefault(item, self._clock.now())

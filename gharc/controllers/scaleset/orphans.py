@@ -59,13 +59,14 @@ log = logging.getLogger(__name__)
 
 JSON = dict[str, Any]
 
-#: The defaults of ``--runner-registration-sync-interval`` and ``--runner-registration-grace``
-#: (why these values: their declarations).
 SWEEP_SECRET_MAX_AGE = 600.0
 """How old a remembered credentials Secret the pass may use (the reconciles' TTL is 30 s):
 at a minute a pass, a 30 s TTL made it re-read every set's Secret each time it looked at
 the set (about 100 GETs a minute at 1,000 sets). A rotated, revoked token costs at most one
 pass: a 401 or 403 forgets the Secret, as an in-process listener's rejection does."""
+
+#: The defaults of ``--runner-registration-sync-interval`` and ``--runner-registration-grace``
+#: (why these values: their declarations).
 DEFAULT_INTERVAL = ScaleSetOptions.registration_sync_interval
 DEFAULT_GRACE = ScaleSetOptions.registration_sync_grace
 
@@ -76,6 +77,12 @@ class GitHubRunner:
     name: str
     scale_set_id: int
     busy: bool
+
+
+def _target_of(runner_set: JSON) -> GitHubTarget:
+    """The GitHub scope and credentials an EphemeralRunnerSet's runners use."""
+    spec = EphemeralRunnerSetView(runner_set).runner_spec
+    return GitHubTarget.from_spec(str(objects.meta(runner_set).get("namespace")), spec)
 
 
 def scale_set_runners(scope: list[dict[str, Any]], scale_set_id: int) -> list[GitHubRunner]:
@@ -188,8 +195,7 @@ class OrphanReconciler:
             except (gherrors.GitHubError, ConfigurationError) as err:
                 if isinstance(err, gherrors.Unauthorized | gherrors.Forbidden):
                     # Read the credentials afresh next pass: they may have been rotated.
-                    spec = EphemeralRunnerSetView(sets[0]).runner_spec
-                    target = GitHubTarget.from_spec(str(objects.meta(sets[0])["namespace"]), spec)
+                    target = _target_of(sets[0])
                     self.resolver.forget(target.namespace, target.secret_name)
                 log.info("registration reconcile of scale set %d skipped: %s", ss_id, err)
                 continue
@@ -220,11 +226,7 @@ class OrphanReconciler:
     ) -> int:
         """Repair one scale set; the number of its registrations at GitHub."""
         owner = sets[0]
-        spec = EphemeralRunnerSetView(owner).runner_spec
-        ns = str(objects.meta(owner).get("namespace"))
-        client = await self.resolver.client_for(
-            GitHubTarget.from_spec(ns, spec), max_age=SWEEP_SECRET_MAX_AGE
-        )
+        client = await self.resolver.client_for(_target_of(owner), max_age=SWEEP_SECRET_MAX_AGE)
         at_github = await self._registrations(client, ss_id)
         registered = {r.id for r in at_github}
         namespaces = {str(objects.meta(s).get("namespace")) for s in sets}
