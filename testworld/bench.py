@@ -114,7 +114,10 @@ class Timeline:
     """Keyed by ``namespace/name`` (a runner pod is named like its EphemeralRunner)."""
 
 
-async def _watch(api: Any, timeline: Timeline, kind: str, stop: asyncio.Event) -> None:
+async def _watch(
+    api: Any, timeline: Timeline, kind: str, stop: asyncio.Event, namespace: str | None = None
+) -> None:
+    """Record when objects of ``kind`` appear (in ``namespace``, or everywhere)."""
     from kubernetes_asyncio import client, watch
 
     core, custom = client.CoreV1Api(api), client.CustomObjectsApi(api)
@@ -122,12 +125,17 @@ async def _watch(api: Any, timeline: Timeline, kind: str, stop: asyncio.Event) -
     rv: str | None = None
     while not stop.is_set():
         try:
-            if kind == "pods":
-                func: Any = core.list_pod_for_all_namespaces
-                args: tuple[Any, ...] = ()
+            func: Any
+            args: tuple[Any, ...]
+            if kind == "pods" and namespace:
+                func, args = core.list_namespaced_pod, (namespace,)
+            elif kind == "pods":
+                func, args = core.list_pod_for_all_namespaces, ()
+            elif namespace:
+                func = custom.list_namespaced_custom_object
+                args = (GROUP, VERSION, namespace, kind)
             else:
-                func = custom.list_cluster_custom_object
-                args = (GROUP, VERSION, kind)
+                func, args = custom.list_cluster_custom_object, (GROUP, VERSION, kind)
             kwargs: dict[str, Any] = {"timeout_seconds": 30}
             if rv:
                 kwargs["resource_version"] = rv

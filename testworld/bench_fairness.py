@@ -14,6 +14,9 @@ import asyncio
 import contextlib
 import logging
 import os
+import re
+import time
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -77,6 +80,35 @@ async def _sample_lag(into: list[float], period: float = 0.05) -> None:
         into.append(max(0.0, loop.time() - before - period))
 
 
+def _processes(cp: Any, world: Any) -> dict[str, int]:
+    """The pids whose CPU the burst phase reports: the control plane's, the controller's and
+    this process's (the fake GitHub, the runners and the kubelet simulator)."""
+    pids = {name: proc.pid for name, proc, _ in cp._procs}
+    if world.controller_pid is not None:
+        pids["controller"] = world.controller_pid
+    pids["harness"] = os.getpid()
+    return pids
+
+
+async def _apiserver_requests(world: Any) -> Counter[str]:
+    """``apiserver_request_total`` by "VERB resource[/subresource]": every client's calls
+    (the controller's and the kubelet simulator's), as the API server counted them."""
+    raw = await world.api.call_api("/metrics", "GET", _preload_content=False)
+    response = raw[0] if isinstance(raw, tuple) else raw
+    text = await response.text()
+    counts: Counter[str] = Counter()
+    for line in text.splitlines():
+        if not line.startswith("apiserver_request_total{"):
+            continue
+        labels = dict(re.findall(r'(\w+)="([^"]*)"', line))
+        if labels.get("verb") in ("WATCH", "LIST") or labels.get("group") == "coordination.k8s.io":
+            continue
+        sub = labels.get("subresource")
+        key = f"{labels.get('verb')} {labels.get('resource')}{'/' + sub if sub else ''}"
+        counts[key] += int(float(line.rsplit(" ", 1)[1]))
+    return counts
+
+
 async def _trickle(world: Any, opts: FairnessOptions, name: str, timeline: Any) -> Phase:
     """``trickle_jobs`` jobs on the trickle set; their pickups once all completed."""
     from testworld.bench import Bench, BenchOptions
@@ -105,6 +137,7 @@ async def _trickle(world: Any, opts: FairnessOptions, name: str, timeline: Any) 
 
 async def run_fairness(opts: FairnessOptions) -> list[Phase]:
     from gharc.api import crds
+    from testworld.bench import proc_cpu_seconds
     from testworld.controlplane import ControlPlane
     from testworld.sim.github import FakeGitHubServer
     from testworld.sim.programs import RunnerProgram
@@ -130,8 +163,11 @@ async def run_fairness(opts: FairnessOptions) -> list[Phase]:
         from testworld.bench import Timeline, _watch
 
         timeline, stop = Timeline(), asyncio.Event()
+        # NB: the trickle's namespace only: the burst's 400 runners' events would cost the
+        # API server and this process (which plays GitHub and the kubelet) what the bench
+        # measures, and its pickups are timed at the fake GitHub anyway.
         watches = [
-            asyncio.create_task(_watch(world.api, timeline, kind, stop))
+            asyncio.create_task(_watch(world.api, timeline, kind, stop, "team-trickle"))
             for kind in ("ephemeralrunnersets", "ephemeralrunners", "pods")
         ]
         # The first job after a set starts pays once for what later ones find ready (about
@@ -141,12 +177,20 @@ async def run_fairness(opts: FairnessOptions) -> list[Phase]:
         print("quiet: the trickle alone", flush=True)
         quiet = await _trickle(world, opts, "quiet", timeline)
         print(f"burst: {opts.burst} jobs at once on the other tenant's set", flush=True)
+        requests_before = await _apiserver_requests(world)
+        processes = _processes(cp, world)
+        cpu_before = {name: proc_cpu_seconds(pid) for name, pid in processes.items()}
+        began = time.monotonic()
         burst_jobs = [
             gh.enqueue_job("octo-org/burst", ["burst"], duration=opts.job_seconds)
             for _ in range(opts.burst)
         ]
         during = await _trickle(world, opts, "during burst", timeline)
         await _completed(world, burst_jobs, opts.timeout)
+        requests = await _apiserver_requests(world)
+        requests.subtract(requests_before)
+        elapsed = time.monotonic() - began
+        cpu = {name: proc_cpu_seconds(pid) - cpu_before[name] for name, pid in processes.items()}
         stop.set()
         for task in watches:
             task.cancel()
@@ -159,6 +203,19 @@ async def run_fairness(opts: FairnessOptions) -> list[Phase]:
             "of any fairness)",
             flush=True,
         )
+        print(
+            f"CPU while the burst ran ({elapsed:.1f} s; share of one core): "
+            + ", ".join(f"{name} {seconds / elapsed:.0%}" for name, seconds in cpu.items())
+        )
+        jobs_in_phase = opts.burst + opts.trickle_jobs
+        print(
+            f"API server requests while the burst ran, per job ({jobs_in_phase} jobs; "
+            "watches, lists and Leases left out):"
+        )
+        for key, count in requests.most_common():
+            if count > 0:
+                print(f"  {key:<40} {count / jobs_in_phase:6.2f}")
+        print(f"  {'total':<40} {sum(requests.values()) / jobs_in_phase:6.2f}")
     return [quiet, during]
 
 

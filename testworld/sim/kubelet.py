@@ -373,11 +373,19 @@ class KubeletSimulator:
         ctx, program = prepared
         run.ctx = ctx
         started = now_rfc3339()
-        await self._patch_status(ns, name, self._running_status(pod, containers, started))
+        # NB: the container runs before the API server hears of it, as on a node (the
+        # status manager reports Running after the runtime started it): the runner starts
+        # beside the Running write, and the end is written only after it.
+        running = asyncio.ensure_future(
+            self._patch_status(ns, name, self._running_status(pod, containers, started))
+        )
         self.pods_started += 1
         prog_task = run.program = asyncio.create_task(program.run(ctx))
         try:
             exit_code, reason = await self._until_exit(run, prog_task)
+        except BaseException:
+            running.cancel()
+            raise
         finally:
             # NB: a fault, a deletion past its grace period, ``stop`` or a forgotten pod all
             # end here; the program is cancelled (a process is killed) and awaited, so the
@@ -386,6 +394,7 @@ class KubeletSimulator:
                 prog_task.cancel()
                 ctx.stop.set()
             await asyncio.gather(prog_task, return_exceptions=True)
+        await running
         finished = now_rfc3339()
         restart = pod["spec"].get("restartPolicy", "Always")
         pod_phase = "Succeeded" if exit_code == 0 else "Failed"

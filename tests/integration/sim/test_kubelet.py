@@ -276,3 +276,53 @@ async def test_a_pod_whose_container_ended_is_removed_when_deleted(
         assert (await read(core, namespace, "ended")).status.phase == "Running"
         await core.delete_namespaced_pod("ended", namespace)
         await eventually(lambda: _gone(core, namespace, "ended"), timeout=10, message="removed")
+
+
+class HeldRunningWrites:
+    """The kubelet's API, except that a Running status waits until ``release`` is set."""
+
+    def __init__(self, core: client.CoreV1Api) -> None:
+        self._core = core
+        self.release = asyncio.Event()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._core, name)
+
+    async def patch_namespaced_pod_status(self, *args: Any, **kwargs: Any) -> Any:
+        if args[2]["status"].get("phase") == "Running":
+            await self.release.wait()
+        return await self._core.patch_namespaced_pod_status(*args, **kwargs)
+
+
+class Started:
+    """A program that says when it started, then exits 0."""
+
+    def __init__(self) -> None:
+        self.started = asyncio.Event()
+
+    async def run(self, ctx: ContainerContext) -> int:
+        self.started.set()
+        return 0
+
+
+async def test_the_container_runs_before_the_api_server_hears_it_is_running(
+    api_client: Any, namespace: str
+) -> None:
+    """A node's runtime starts the container and its status manager reports Running later:
+    a runner must not wait for that write (a slow API server would delay every job by
+    it), and the end is written after the Running it follows."""
+    kubelet = KubeletSimulator(api_client, namespaces=[namespace])
+    program = Started()
+    kubelet._programs = [by_image("quick", program)]
+    held = HeldRunningWrites(kubelet._core)
+    kubelet._core = held  # type: ignore[assignment]
+    core = client.CoreV1Api(api_client)
+    async with kubelet:
+        await core.create_namespaced_pod(namespace, pod("early", image="quick"))
+        await asyncio.wait_for(program.started.wait(), timeout=10)
+        assert (await read(core, namespace, "early")).status.phase == "Pending"
+        held.release.set()
+        done = await eventually(
+            lambda: _phase_is(core, namespace, "early", "Succeeded"), message="pod Succeeded"
+        )
+    assert done.status.container_statuses[0].state.terminated.exit_code == 0
