@@ -12,10 +12,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import ctypes
+import logging
 import os
 import signal
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from typing import Any
 
 #: ``PR_SET_PDEATHSIG`` from <linux/prctl.h>.
@@ -66,3 +67,92 @@ async def kill_group(proc: asyncio.subprocess.Process) -> int:
     """
     signal_group(proc.pid, signal.SIGKILL)
     return await asyncio.shield(proc.wait())
+
+
+async def run_container_process(
+    command: list[str], *, env: dict[str, str], stop: asyncio.Event, output: logging.Logger
+) -> int:
+    """Run ``command`` as a container's process: its output goes to ``output`` line by
+    line, ``stop`` sends it SIGTERM, and however the run ends (an exit, or a cancel for a
+    crash, an eviction or a grace period run out) its whole group is killed and reaped
+    and its output pipe closed before this returns. The exit code, as a container reports
+    it (128 + signal)."""
+    loop = asyncio.get_running_loop()
+    read_fd, write_fd = os.pipe()
+    reader = asyncio.StreamReader()
+    try:
+        # NB: a pipe of our own, not ``stdout=PIPE``: that one belongs to the subprocess
+        # transport, which closes it only after EOF was read, so a run cancelled before
+        # then left it to the garbage collector, after the loop had closed.
+        transport, _ = await loop.connect_read_pipe(
+            lambda: asyncio.StreamReaderProtocol(reader), os.fdopen(read_fd, "rb", buffering=0)
+        )
+    except BaseException:
+        os.close(read_fd)
+        os.close(write_fd)
+        raise
+    try:
+        proc = await asyncio.create_subprocess_exec(
+            *command, env=env, stdout=write_fd, stderr=write_fd, **child_options()
+        )
+    except BaseException:
+        transport.close()
+        raise
+    finally:
+        os.close(write_fd)  # the child has its copy: EOF comes when its group is gone
+    pump = asyncio.create_task(_pump(reader, output))
+    try:
+        code = await _supervise(proc, stop)
+    finally:
+        # NB: here, not only on the normal path: a fault cancels this task, and the
+        # process must be dead (and reaped) before the kubelet reports the container
+        # terminated. Any process the listener forked goes with it.
+        await _to_the_end(_end(proc, pump, transport))
+    return code if code >= 0 else 128 - code
+
+
+async def _end(
+    proc: asyncio.subprocess.Process, pump: asyncio.Task[None], transport: asyncio.BaseTransport
+) -> None:
+    try:
+        await kill_group(proc)
+        await asyncio.gather(pump, return_exceptions=True)
+    finally:
+        pump.cancel()
+        transport.close()
+
+
+async def _to_the_end(cleanup: Coroutine[Any, Any, None]) -> None:
+    """Run ``cleanup`` to its end even if cancelled meanwhile (then re-raise the cancel):
+    a container's kill and reap take milliseconds, and half of one leaves a process."""
+    task = asyncio.ensure_future(cleanup)
+    cancelled = False
+    while not task.done():
+        try:
+            await asyncio.shield(task)
+        except asyncio.CancelledError:
+            cancelled = True
+    if cancelled:
+        raise asyncio.CancelledError
+    task.result()
+
+
+async def _supervise(proc: asyncio.subprocess.Process, stop: asyncio.Event) -> int:
+    """Wait for the process to exit; SIGTERM it when ``stop`` is set (the grace period is
+    the kubelet's to enforce: it cancels the run)."""
+    stopping = asyncio.create_task(stop.wait())
+    waiter = asyncio.create_task(proc.wait())
+    try:
+        done, _ = await asyncio.wait({waiter, stopping}, return_when=asyncio.FIRST_COMPLETED)
+        if waiter not in done:
+            with contextlib.suppress(ProcessLookupError):
+                proc.send_signal(signal.SIGTERM)
+        return await waiter
+    finally:
+        stopping.cancel()
+        waiter.cancel()
+
+
+async def _pump(reader: asyncio.StreamReader, output: logging.Logger) -> None:
+    async for line in reader:
+        output.info("%s", line.decode(errors="replace").rstrip())

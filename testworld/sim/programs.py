@@ -16,7 +16,6 @@ import contextlib
 import json
 import logging
 import os
-import signal
 import sys
 import tempfile
 import time
@@ -30,7 +29,7 @@ from kubernetes_asyncio import client
 from gharc.api.legacy import constants as lc
 from gharc.api.scaleset import constants as c
 from testworld.sim.kubelet import ContainerContext, ProgramFactory
-from testworld.sim.processes import child_options, kill_group
+from testworld.sim.processes import run_container_process
 
 log = logging.getLogger(__name__)
 
@@ -310,46 +309,12 @@ class ListenerProcessProgram:
             env[c.ENV_LISTENER_CONFIG_PATH] = str(folder / config_path.lstrip("/"))
             env["KUBECONFIG"] = str(await self._service_account_kubeconfig(ctx, folder))
             env.setdefault("HOSTNAME", ctx.name)
-            proc = await asyncio.create_subprocess_exec(
-                *self._command,
+            return await run_container_process(
+                self._command,
                 env=env,
-                stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.STDOUT,
-                **child_options(),
+                stop=ctx.stop,
+                output=logging.getLogger(f"testworld.sim.pod.{ctx.name}"),
             )
-            pump = asyncio.create_task(self._pump(ctx.name, proc))
-            try:
-                code = await self._supervise(proc, ctx)
-            finally:
-                # NB: here, not only on the normal path: a fault cancels this task, and the
-                # process must be dead (and reaped) before the kubelet reports the container
-                # terminated. Any process the listener forked goes with it.
-                await kill_group(proc)
-                await asyncio.gather(pump, return_exceptions=True)
-            return code if code >= 0 else 128 - code
-
-    @staticmethod
-    async def _supervise(proc: asyncio.subprocess.Process, ctx: ContainerContext) -> int:
-        """Wait for the process to exit; SIGTERM it when the kubelet stops the container
-        (the grace period is the kubelet's to enforce: it cancels this run)."""
-        stop = asyncio.create_task(ctx.stop.wait())
-        waiter = asyncio.create_task(proc.wait())
-        try:
-            done, _ = await asyncio.wait({waiter, stop}, return_when=asyncio.FIRST_COMPLETED)
-            if waiter not in done:
-                with contextlib.suppress(ProcessLookupError):
-                    proc.send_signal(signal.SIGTERM)
-            return await waiter
-        finally:
-            stop.cancel()
-            waiter.cancel()
-
-    @staticmethod
-    async def _pump(name: str, proc: asyncio.subprocess.Process) -> None:
-        assert proc.stdout is not None
-        plog = logging.getLogger(f"testworld.sim.pod.{name}")
-        async for line in proc.stdout:
-            plog.info("%s", line.decode(errors="replace").rstrip())
 
 
 def is_runner(pod: dict[str, Any], container: dict[str, Any]) -> bool:
