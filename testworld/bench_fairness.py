@@ -3,9 +3,13 @@ tenant's trickle.
 
 One controller (in-process listeners), two scale sets in two namespaces. The *trickle* set
 gets a job every ``1 / rate`` seconds; its pickup (queued -> started at the fake GitHub)
-is measured twice: alone (quiet), then while the *burst* set receives ``burst`` jobs at
-once with ``maxRunners`` as large (400 runners created together). The issue's bar: the
-trickle's pickup p99 during the burst within 2x of its quiet value.
+is measured alone (quiet), then while the *burst* set receives ``burst`` jobs at once with
+``maxRunners`` as large (400 runners created together), ``rounds`` times over. The issue's
+bar: the trickle's pickup p99 during the burst within 2x of its quiet value.
+
+The p99 is taken over the rounds together: over one round's 30 pickups a nearest-rank p99
+is the largest, and the largest of 30 moved 0.07-0.16 s between quiet rounds alone, so
+one round's ratio said more about one hiccup of a 2-core machine than about the burst.
 """
 
 from __future__ import annotations
@@ -30,8 +34,11 @@ log = logging.getLogger("testworld.bench")
 class FairnessOptions:
     burst: int = 400
     trickle_jobs: int = 30
+    """Trickle jobs per phase of a round."""
     rate: float = 1.0
     """Trickle jobs a second."""
+    rounds: int = 4
+    """Quiet + burst rounds; the percentiles pool them (4 x 30 = 120 pickups a phase)."""
     job_seconds: float = 1.0
     poll_timeout: float = 20.0
     timeout: float = 600.0
@@ -53,10 +60,16 @@ class Phase:
     and the runner's (the harness)."""
     slowest: list[tuple[float, dict[str, float]]] = field(default_factory=list)
     """The three slowest pickups and their stages: what the p99 is made of."""
+    round_p99s: list[float] = field(default_factory=list)
+    """Each round's own p99 (the largest of its pickups): how much one round moves."""
 
     @property
     def p50(self) -> float:
         return percentile(self.pickups, 50) if self.pickups else float("nan")
+
+    @property
+    def p95(self) -> float:
+        return percentile(self.pickups, 95) if self.pickups else float("nan")
 
     @property
     def p99(self) -> float:
@@ -109,10 +122,8 @@ async def _apiserver_requests(world: Any) -> Counter[str]:
     return counts
 
 
-async def _trickle(world: Any, opts: FairnessOptions, name: str, timeline: Any) -> Phase:
-    """``trickle_jobs`` jobs on the trickle set; their pickups once all completed."""
-    from testworld.bench import Bench, BenchOptions
-
+async def _trickle(world: Any, opts: FairnessOptions) -> tuple[list[Any], list[float]]:
+    """``trickle_jobs`` jobs on the trickle set, all completed; and the harness's loop lag."""
     gh = world.github
     jobs = []
     lag: list[float] = []
@@ -122,17 +133,44 @@ async def _trickle(world: Any, opts: FairnessOptions, name: str, timeline: Any) 
         await asyncio.sleep(1 / opts.rate)
     await _completed(world, jobs, opts.timeout)
     sampler.cancel()
+    return jobs, lag
+
+
+def _phase(name: str, rounds: list[tuple[list[Any], list[float]]], timeline: Any) -> Phase:
+    """One phase's pickups over all rounds, with their stages."""
+    from testworld.bench import Bench, BenchOptions
+
     breakdown = Bench(BenchOptions(progress=False))
     breakdown.timeline = timeline
+    jobs = [job for round_jobs, _ in rounds for job in round_jobs]
     started = [j for j in jobs if j.start_time is not None]
     started.sort(key=lambda j: j.start_time - j.queue_time, reverse=True)
     return Phase(
         name,
         [j.start_time - j.queue_time for j in started],
-        harness_lag=lag,
+        harness_lag=[x for _, lag in rounds for x in lag],
         stages=breakdown._breakdown({j.request_id: j for j in jobs}),
         slowest=[(j.start_time - j.queue_time, breakdown.stages_of(j)) for j in started[:3]],
+        round_p99s=[
+            percentile([j.start_time - j.queue_time for j in rj if j.start_time is not None], 99)
+            for rj, _ in rounds
+        ],
     )
+
+
+async def _runners_gone(world: Any, namespace: str, timeout: float) -> None:
+    """Wait until ``namespace`` has no EphemeralRunner left: the next quiet phase is quiet."""
+    from testworld.bench import GROUP, VERSION
+    from testworld.worlds import wait_until
+
+    async def gone() -> bool:
+        listed = await world.custom.list_namespaced_custom_object(
+            GROUP, VERSION, namespace, "ephemeralrunners"
+        )
+        return not listed.get("items")
+
+    with contextlib.suppress(AssertionError, TimeoutError):
+        await wait_until(gone, timeout, f"{namespace}'s runners gone", world=world)
 
 
 async def run_fairness(opts: FairnessOptions) -> list[Phase]:
@@ -174,23 +212,36 @@ async def run_fairness(opts: FairnessOptions) -> list[Phase]:
         # 0.1 s more, seen as the quiet phase's p99): it is not part of either phase.
         warm_up = [gh.enqueue_job("octo-org/trickle", ["trickle"], duration=opts.job_seconds)]
         await _completed(world, warm_up, opts.timeout)
-        print("quiet: the trickle alone", flush=True)
-        quiet = await _trickle(world, opts, "quiet", timeline)
-        print(f"burst: {opts.burst} jobs at once on the other tenant's set", flush=True)
-        requests_before = await _apiserver_requests(world)
+        quiet_rounds: list[tuple[list[Any], list[float]]] = []
+        during_rounds: list[tuple[list[Any], list[float]]] = []
+        burst_jobs: list[Any] = []
+        requests: Counter[str] = Counter()
         processes = _processes(cp, world)
-        cpu_before = {name: proc_cpu_seconds(pid) for name, pid in processes.items()}
-        began = time.monotonic()
-        burst_jobs = [
-            gh.enqueue_job("octo-org/burst", ["burst"], duration=opts.job_seconds)
-            for _ in range(opts.burst)
-        ]
-        during = await _trickle(world, opts, "during burst", timeline)
-        await _completed(world, burst_jobs, opts.timeout)
-        requests = await _apiserver_requests(world)
-        requests.subtract(requests_before)
-        elapsed = time.monotonic() - began
-        cpu = {name: proc_cpu_seconds(pid) - cpu_before[name] for name, pid in processes.items()}
+        cpu = dict.fromkeys(processes, 0.0)
+        elapsed = 0.0
+        for number in range(1, opts.rounds + 1):
+            print(f"round {number}: the trickle alone", flush=True)
+            quiet_rounds.append(await _trickle(world, opts))
+            print(
+                f"round {number}: {opts.burst} jobs at once on the other tenant's set", flush=True
+            )
+            requests.subtract(await _apiserver_requests(world))
+            cpu_before = {name: proc_cpu_seconds(pid) for name, pid in processes.items()}
+            began = time.monotonic()
+            this_burst = [
+                gh.enqueue_job("octo-org/burst", ["burst"], duration=opts.job_seconds)
+                for _ in range(opts.burst)
+            ]
+            burst_jobs += this_burst
+            during_rounds.append(await _trickle(world, opts))
+            await _completed(world, this_burst, opts.timeout)
+            requests.update(await _apiserver_requests(world))
+            elapsed += time.monotonic() - began
+            for name, pid in processes.items():
+                cpu[name] += proc_cpu_seconds(pid) - cpu_before[name]
+            await _runners_gone(world, "team-burst", 120)
+        quiet = _phase("quiet", quiet_rounds, timeline)
+        during = _phase("during burst", during_rounds, timeline)
         stop.set()
         for task in watches:
             task.cancel()
@@ -198,18 +249,18 @@ async def run_fairness(opts: FairnessOptions) -> list[Phase]:
         done = sum(j.status == "completed" for j in burst_jobs)
         burst = [j.start_time - j.queue_time for j in burst_jobs if j.start_time is not None]
         print(
-            f"burst jobs completed: {done}/{opts.burst}; their pickup p50 "
+            f"burst jobs completed: {done}/{len(burst_jobs)}; their pickup p50 "
             f"{percentile(burst, 50):.3f} p99 {percentile(burst, 99):.3f} s (the burst's own cost "
             "of any fairness)",
             flush=True,
         )
         print(
-            f"CPU while the burst ran ({elapsed:.1f} s; share of one core): "
+            f"CPU while the bursts ran ({elapsed:.1f} s; share of one core): "
             + ", ".join(f"{name} {seconds / elapsed:.0%}" for name, seconds in cpu.items())
         )
-        jobs_in_phase = opts.burst + opts.trickle_jobs
+        jobs_in_phase = (opts.burst + opts.trickle_jobs) * opts.rounds
         print(
-            f"API server requests while the burst ran, per job ({jobs_in_phase} jobs; "
+            f"API server requests while the bursts ran, per job ({jobs_in_phase} jobs; "
             "watches, lists and Leases left out):"
         )
         for key, count in requests.most_common():
@@ -223,13 +274,17 @@ def run(opts: FairnessOptions) -> int:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     print(
         f"bench --suite fairness: burst {opts.burst}, trickle {opts.trickle_jobs} jobs at "
-        f"{opts.rate}/s; load {os.getloadavg()[0]:.2f}",
+        f"{opts.rate}/s, {opts.rounds} rounds; load {os.getloadavg()[0]:.2f}",
         flush=True,
     )
     quiet, during = asyncio.run(run_fairness(opts))
-    print(f"{'phase':<14} {'jobs':>5} {'p50 s':>7} {'p99 s':>7}")
+    print(f"{'phase':<14} {'jobs':>5} {'p50 s':>7} {'p95 s':>7} {'p99 s':>7}  each round's p99 s")
     for phase in (quiet, during):
-        print(f"{phase.name:<14} {len(phase.pickups):>5} {phase.p50:7.3f} {phase.p99:7.3f}")
+        rounds = " ".join(f"{x:.3f}" for x in phase.round_p99s)
+        print(
+            f"{phase.name:<14} {len(phase.pickups):>5} {phase.p50:7.3f} {phase.p95:7.3f} "
+            f"{phase.p99:7.3f}  {rounds}"
+        )
     for phase in (quiet, during):
         lag = phase.harness_lag
         print(
@@ -250,5 +305,10 @@ def run(opts: FairnessOptions) -> int:
             )
             print(f"  {pickup:.3f}: {parts}")
     ratio = during.p99 / quiet.p99 if quiet.p99 else float("nan")
-    print(f"trickle pickup p99 during the burst / quiet: {ratio:.2f} (bar: 2.0)")
-    return 0 if len(during.pickups) == len(quiet.pickups) == opts.trickle_jobs else 1
+    print(
+        f"trickle pickup p99 during the bursts / quiet, {len(during.pickups)} and "
+        f"{len(quiet.pickups)} pickups: {ratio:.2f} (bar: 2.0); p95: "
+        f"{during.p95 / quiet.p95 if quiet.p95 else float('nan'):.2f}"
+    )
+    expected = opts.trickle_jobs * opts.rounds
+    return 0 if len(during.pickups) == len(quiet.pickups) == expected else 1

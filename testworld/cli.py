@@ -134,6 +134,9 @@ def bench(
     idle_samples: int = typer.Option(
         10, help="jobs suite: single-replica patches timed to their pod when idle (0: skip)."
     ),
+    rounds: int = typer.Option(
+        4, help="fairness suite: quiet + burst rounds, pooled (30 trickle jobs a phase each)."
+    ),
 ) -> None:
     """Benchmark the whole system: pickup latency, runners and API calls per job, CPU, RSS."""
     import shlex
@@ -167,6 +170,7 @@ def bench(
                     burst=burst,
                     trickle_jobs=jobs or 30,
                     rate=rate or 1.0,
+                    rounds=rounds,
                     poll_timeout=poll_timeout,
                     timeout=timeout,
                     out=Path(out) if out else None,

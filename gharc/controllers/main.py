@@ -378,6 +378,7 @@ async def _runtime(
         qps=args.k8s_client_qps or None,
         burst=args.k8s_client_burst,
         max_in_flight_per_namespace=args.k8s_client_max_in_flight_per_namespace,
+        backlog_rest=args.k8s_client_backlog_rest,
         field_manager="gharc-controller",
     )
     for own in {args.controller_namespace, args.leader_election_namespace}:

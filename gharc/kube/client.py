@@ -32,7 +32,7 @@ from typing import Any
 from gharc.kube import errors as kerrors
 from gharc.kube import metrics, objects
 from gharc.kube.fence import WriteFence
-from gharc.kube.inflight import NamespaceInFlight
+from gharc.kube.inflight import BACKLOG_REST, NamespaceInFlight
 from gharc.kube.ratelimit import FairTokenBucket
 from gharc.kube.resources import Resource
 from gharc.kube.shardfence import ShardFences
@@ -153,6 +153,7 @@ class KubeClient(Reader):
         field_manager: str = "gharc",
         owns_api_client: bool = False,
         max_in_flight_per_namespace: int = 0,
+        backlog_rest: float = BACKLOG_REST,
     ) -> None:
         self.api_client = api_client
         self.transport: Transport = (
@@ -164,7 +165,9 @@ class KubeClient(Reader):
         self.max_retry_after = max_retry_after
         self._bucket = FairTokenBucket(qps=qps, burst=burst) if qps else None
         self._in_flight = (
-            NamespaceInFlight(max_in_flight_per_namespace) if max_in_flight_per_namespace else None
+            NamespaceInFlight(max_in_flight_per_namespace, rest=backlog_rest)
+            if max_in_flight_per_namespace
+            else None
         )
         """Requests in flight per namespace (watches excepted); shared by caller views."""
         self._owns = owns_api_client

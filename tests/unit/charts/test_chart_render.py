@@ -102,6 +102,7 @@ def test_default_args_are_arcs_with_gharcs_own_added(helm: Helm) -> None:
         "--k8s-client-rate-limiter-qps",
         "--k8s-client-rate-limiter-burst",
         "--k8s-client-max-in-flight-per-namespace",
+        "--k8s-client-backlog-rest",
         "--health-probe-bind-address",
         "--runner-registration-sync-interval",
         "--runner-registration-grace",

@@ -240,3 +240,48 @@ async def test_a_cancelled_wait_gives_its_turn_on() -> None:
     hold.set()
     await asyncio.gather(first, third)
     assert entered == ["first", "third"] and limits.in_use("ns") == 0
+
+
+class TimedServer:
+    """A transport that answers each request after ``seconds``, recording when each began."""
+
+    host = "https://127.0.0.1:1"
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        self.began: dict[str, list[float]] = {}
+
+    async def send_request(self, method: str, path: str, **_: Any) -> Any:
+        ns = path.split("/namespaces/")[1].split("/")[0]
+        self.began.setdefault(ns, []).append(asyncio.get_running_loop().time())
+        await asyncio.sleep(self.seconds)
+        return _Response()
+
+    async def close(self) -> None:
+        pass
+
+
+@pytest.mark.looptime
+async def test_a_backlogged_namespace_beside_another_tenant_rests_as_long_as_it_took() -> None:
+    """With one request at a time, a burst still kept the API server busy all the time and
+    the other tenant's pickups were 2.3x their quiet value; resting as long as each request
+    took leaves the server half of its time. Only a deep backlog (a cap's worth queued)
+    rests; alone, the same burst never does."""
+    loop = asyncio.get_running_loop()
+    server = TimedServer(seconds=1.0)
+    kube = KubeClient(server, max_in_flight_per_namespace=2)  # one at a time beside others
+    other = asyncio.create_task(_send(kube, "other"))
+    await _settle()
+    t0 = loop.time()
+    burst = [asyncio.create_task(_send(kube, "burst")) for _ in range(5)]
+    await asyncio.gather(*burst, other)
+    began = [round(t - t0, 3) for t in server.began["burst"]]
+    # 1 s each; a rest of 1 s after each while 2 or more wait; the last goes without one.
+    assert began == [0.0, 2.0, 4.0, 6.0, 7.0], began
+
+    await asyncio.sleep(10)  # "other" has gone quiet for longer than the window
+    server.began.clear()
+    alone = [asyncio.create_task(_send(kube, "burst")) for _ in range(4)]
+    await asyncio.gather(*alone)
+    began = [round(t - server.began["burst"][0], 3) for t in server.began["burst"]]
+    assert began == [0.0, 0.0, 1.0, 1.0], "alone, a burst has the whole cap and never rests"
