@@ -29,9 +29,9 @@ One request at a time still kept the API server busy with the burst all the time
 cores the trickle's pickup p95 was 2.3x its quiet value over 120 pickups (the figures
 above are the largest of 30, which one hiccup decides). So a namespace with a whole cap's
 worth of requests queued (a burst) beside another tenant also *rests* after each request,
-for ``rest`` times as long as that request took, before its slot is free again: at 1 it
-has the server at most half of the time, and the rest is long exactly when the server is
-slow (saturated) and negligible when it answers in a millisecond. Measured (120 pickups a
+for ``rest`` times as long as that request took (at most 1 s), before its slot is free
+again: at 1 it has the server at most half of the time, and the rest is long exactly when
+the server is slow (saturated) and negligible when it answers in a millisecond. Measured (120 pickups a
 phase): p95 ratio 2.34 -> 1.58-1.60, p99 1.98-2.88 -> 1.42-1.54; the burst's own pickup
 p50 13 -> 20 s, p99 31 -> 37 s. A lone burst never rests, nor does a shallow queue (a
 scale set's start-up): resting on any queue cost the 1,000-set bench 15 s of sessions.
@@ -56,6 +56,10 @@ def shared_limit(limit: int) -> int:
 BACKLOG_REST = 1.0
 """How long a backlogged namespace beside another tenant rests after a request, as a share
 of the time the request took."""
+
+MAX_REST = 1.0
+"""Seconds a rest lasts at most: one request that hung until its timeout must not stop its
+namespace for as long again."""
 
 
 def backlogged_limit(limit: int) -> int:
@@ -151,7 +155,7 @@ class NamespaceInFlight:
 
     def _release(self, namespace: str, took: float) -> None:
         self._running[namespace] -= 1
-        pause = took * self.rest
+        pause = min(took * self.rest, MAX_REST)
         if pause > 0 and self._deep_backlog(namespace) and self._others_active(namespace):
             self._resting[namespace] = self._resting.get(namespace, 0) + 1
             asyncio.get_running_loop().call_later(pause, self._rested, namespace)

@@ -285,3 +285,17 @@ async def test_a_backlogged_namespace_beside_another_tenant_rests_as_long_as_it_
     await asyncio.gather(*alone)
     began = [round(t - server.began["burst"][0], 3) for t in server.began["burst"]]
     assert began == [0.0, 0.0, 1.0, 1.0], "alone, a burst has the whole cap and never rests"
+
+
+@pytest.mark.looptime
+async def test_a_rest_lasts_at_most_a_second() -> None:
+    """A request that hung (here 5 s) must not stop its namespace for as long again."""
+    server = TimedServer(seconds=5.0)
+    kube = KubeClient(server, max_in_flight_per_namespace=2)
+    other = asyncio.create_task(_send(kube, "other"))
+    await _settle()
+    t0 = asyncio.get_running_loop().time()
+    burst = [asyncio.create_task(_send(kube, "burst")) for _ in range(3)]
+    await asyncio.gather(*burst, other)
+    began = [round(t - t0, 3) for t in server.began["burst"]]
+    assert began == [0.0, 6.0, 11.0], began
