@@ -75,7 +75,12 @@ async def test_the_garbage_collector_takes_a_deleted_runners_pod_and_secret(
 
     # Scale down: the oldest static runner is drained (RemoveRunner), its Runner deleted,
     # and its pod and Secret follow through the garbage collector.
-    oldest, newest = (p["metadata"]["name"] for p in static)
+    # NB: "oldest" as the controller orders them (the Runner's creationTimestamp, then its
+    # name), not the API's list order (by name): two Runners made a second apart came out
+    # the other way round.
+    runners = [await kube.get(RUNNERS, p["metadata"]["name"], namespace=ns) for p in static]
+    runners.sort(key=lambda r: (r["metadata"]["creationTimestamp"], r["metadata"]["name"]))
+    oldest, newest = (r["metadata"]["name"] for r in runners)
     await kube.merge_patch(RUNNER_DEPLOYMENTS, "static", {"spec": {"replicas": 1}}, namespace=ns)
 
     async def drained() -> bool:
