@@ -31,10 +31,11 @@ above are the largest of 30, which one hiccup decides). So a namespace with a wh
 worth of requests queued (a burst) beside another tenant also *rests* after each request,
 for ``rest`` times as long as that request took (at most 1 s), before its slot is free
 again: at 1 it has the server at most half of the time, and the rest is long exactly when
-the server is slow (saturated) and negligible when it answers in a millisecond. Measured (120 pickups a
-phase): p95 ratio 2.34 -> 1.58-1.60, p99 1.98-2.88 -> 1.42-1.54; the burst's own pickup
-p50 13 -> 20 s, p99 31 -> 37 s. A lone burst never rests, nor does a shallow queue (a
-scale set's start-up): resting on any queue cost the 1,000-set bench 15 s of sessions.
+the server is slow (saturated) and negligible when it answers in a millisecond. Measured
+(120 pickups a phase): p95 ratio 2.34 -> 1.58-1.60, p99 1.98-2.88 -> 1.42-1.54; the
+burst's own pickup p50 13 -> 20 s, p99 31 -> 37 s. A lone burst never rests, nor does a
+shallow queue (a scale set's start-up): resting on any queue cost the 1,000-set bench 15 s
+of sessions.
 """
 
 from __future__ import annotations

@@ -46,6 +46,25 @@ def controller_name(obj: JSON, kind: str) -> str | None:
     return None
 
 
+def split_new_and_old(owned: Sequence[JSON], template_hash: str) -> tuple[JSON | None, list[JSON]]:
+    """The replica set of the current template (the latest made, if several) and the others.
+
+    By its template hash, as Kubernetes' Deployment controller finds its new ReplicaSet, not
+    by age: creationTimestamp has whole seconds, and an old set made in the same second as
+    the new one, with a name that sorts after it, counted as the newest, so every reconcile
+    made another set of the new template until a second had passed (a rollout left three).
+    ``owned`` is newest first."""
+    current = [
+        rs
+        for rs in owned
+        if objects.labels_of(rs).get(c.LABEL_RUNNER_TEMPLATE_HASH) == template_hash
+    ]
+    if not current:
+        return None, list(owned)
+    newest = current[0]
+    return newest, [rs for rs in owned if rs is not newest]
+
+
 def desired_replica_set(rd: JSON, common_labels: Sequence[str]) -> JSON:
     """ARC ``newRunnerReplicaSet``: template + common labels, hashed and labelled."""
     name = rd["metadata"]["name"]
@@ -132,11 +151,11 @@ class RunnerDeploymentReconciler:
             return Result(requeue_after=max(wait, 0.05))  # the set's add event comes first
         desired = desired_replica_set(rd, self.options.common_runner_labels)
         dhash = desired["metadata"]["labels"][c.LABEL_RUNNER_TEMPLATE_HASH]
-        if not owned or objects.labels_of(owned[0]).get(c.LABEL_RUNNER_TEMPLATE_HASH) != dhash:
+        newest, old = split_new_and_old(owned, dhash)
+        if newest is None:
             made = await self.kube.create(RUNNER_REPLICA_SETS, desired)
             self.expectations.expect_create(uid, made["metadata"]["name"], made["metadata"]["uid"])
             return self._requeue() if owned else None
-        newest, old = owned[0], owned[1:]
         nspec = objects.spec_of(newest)
         if nspec.get("selector") != desired["spec"]["selector"]:
             await self.kube.merge_patch(RUNNER_REPLICA_SETS, newest, {"spec": desired["spec"]})
