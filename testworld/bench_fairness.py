@@ -18,7 +18,6 @@ import asyncio
 import contextlib
 import logging
 import os
-import re
 import time
 from collections import Counter
 from dataclasses import dataclass, field
@@ -96,7 +95,7 @@ async def _sample_lag(into: list[float], period: float = 0.05) -> None:
 def _processes(cp: Any, world: Any) -> dict[str, int]:
     """The pids whose CPU the burst phase reports: the control plane's, the controller's and
     this process's (the fake GitHub, the runners and the kubelet simulator)."""
-    pids = {name: proc.pid for name, proc, _ in cp._procs}
+    pids = dict(cp.pids)
     if world.controller_pid is not None:
         pids["controller"] = world.controller_pid
     pids["harness"] = os.getpid()
@@ -106,19 +105,16 @@ def _processes(cp: Any, world: Any) -> dict[str, int]:
 async def _apiserver_requests(world: Any) -> Counter[str]:
     """``apiserver_request_total`` by "VERB resource[/subresource]": every client's calls
     (the controller's and the kubelet simulator's), as the API server counted them."""
+    from testworld.world import parse_samples
+
     raw = await world.api.call_api("/metrics", "GET", _preload_content=False)
     response = raw[0] if isinstance(raw, tuple) else raw
-    text = await response.text()
     counts: Counter[str] = Counter()
-    for line in text.splitlines():
-        if not line.startswith("apiserver_request_total{"):
-            continue
-        labels = dict(re.findall(r'(\w+)="([^"]*)"', line))
+    for labels, value in parse_samples(await response.text(), "apiserver_request_total"):
         if labels.get("verb") in ("WATCH", "LIST") or labels.get("group") == "coordination.k8s.io":
             continue
         sub = labels.get("subresource")
-        key = f"{labels.get('verb')} {labels.get('resource')}{'/' + sub if sub else ''}"
-        counts[key] += int(float(line.rsplit(" ", 1)[1]))
+        counts[f"{labels.get('verb')} {labels.get('resource')}{'/' + sub if sub else ''}"] += value
     return counts
 
 

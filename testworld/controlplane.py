@@ -158,6 +158,11 @@ class ControlPlane:
             self._tmp = None
 
     @property
+    def pids(self) -> dict[str, int]:
+        """The running processes by name (``etcd``, ``kube-apiserver``), for CPU readings."""
+        return {name: proc.pid for name, proc, _ in self._procs}
+
+    @property
     def certs_dir(self) -> Path:
         """Where the CAs and the admin and signer keys of this control plane are written."""
         assert self._tmp is not None, "not started"

@@ -112,13 +112,18 @@ async def scrape_samples(url: str, metric: str) -> list[tuple[dict[str, str], in
     from outside, as a user's Prometheus would. An unreachable endpoint reads as no samples:
     a report must not fail because the process it describes has gone.
     """
-    pattern = re.compile(rf"^{re.escape(metric)}\{{(?P<labels>[^}}]*)\}}\s+(?P<value>[0-9.e+]+)$")
     try:
         timeout = aiohttp.ClientTimeout(total=5)
         async with aiohttp.ClientSession(timeout=timeout) as http, http.get(url) as resp:
             text = await resp.text()
     except (aiohttp.ClientError, TimeoutError):
         return []
+    return parse_samples(text, metric)
+
+
+def parse_samples(text: str, metric: str) -> list[tuple[dict[str, str], int]]:
+    """The labelled samples of ``metric`` in Prometheus exposition ``text``."""
+    pattern = re.compile(rf"^{re.escape(metric)}\{{(?P<labels>[^}}]*)\}}\s+(?P<value>[0-9.e+]+)$")
     return [
         (dict(re.findall(r'(\w+)="([^"]*)"', m["labels"])), int(float(m["value"])))
         for m in map(pattern.match, text.splitlines())
