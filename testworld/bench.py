@@ -398,10 +398,10 @@ class Bench:
         self.report.jobs = job_times(gh.state.jobs)
         self.report.github_calls = github_calls(gh.call_table())
         self.report.runners_created = world.runners_created()
-        self.extra["latency_breakdown_s"] = self._breakdown(gh.state.jobs)
+        self.extra["latency_breakdown_s"] = self.breakdown(gh.state.jobs)
 
     def stages_of(self, job: Any) -> dict[str, float]:
-        """One job's stages (see :meth:`_breakdown`), those the timeline saw both ends of."""
+        """One job's stages (see :meth:`breakdown`), those the timeline saw both ends of."""
         tl = self.timeline
         if not job.start_time or not job.runner_name:
             return {}
@@ -424,7 +424,7 @@ class Bench:
         ]
         return {name: b - a for name, a, b in marks if a is not None and b is not None}
 
-    def _breakdown(self, jobs: dict[int, Any]) -> dict[str, dict[str, float]]:
+    def breakdown(self, jobs: dict[int, Any]) -> dict[str, dict[str, float]]:
         """Per job: queued -> first listener patch after it -> its runner's EphemeralRunner
         created -> pod created -> pod Running -> runner took the job -> job started.
 

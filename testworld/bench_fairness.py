@@ -145,7 +145,7 @@ def _phase(name: str, rounds: list[tuple[list[Any], list[float]]], timeline: Any
         name,
         [j.start_time - j.queue_time for j in started],
         harness_lag=[x for _, lag in rounds for x in lag],
-        stages=breakdown._breakdown({j.request_id: j for j in jobs}),
+        stages=breakdown.breakdown({j.request_id: j for j in jobs}),
         slowest=[(j.start_time - j.queue_time, breakdown.stages_of(j)) for j in started[:3]],
         round_p99s=[
             percentile([j.start_time - j.queue_time for j in rj if j.start_time is not None], 99)

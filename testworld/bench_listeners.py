@@ -36,6 +36,7 @@ from typing import Any
 from testworld.bench import (
     Bench,
     BenchOptions,
+    _watch,
     proc_cpu_seconds,
     proc_peak_rss_mib,
     steady_arrivals,
@@ -106,6 +107,10 @@ class RunResult:
     """The upper bound of the bucket the workload's longest lag fell in."""
     harness_cpu_run: float = 0.0
     """CPU seconds of this process (fake GitHub, kubelet simulator, job player) in the run."""
+    stages: dict[str, dict[str, float]] = field(default_factory=dict)
+    """Where the pickups went (the whole-system bench's breakdown, p50 / p99 per stage)."""
+    slowest: list[tuple[float, dict[str, float]]] = field(default_factory=list)
+    """The three slowest pickups and their stages: what the p99 is made of."""
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -204,6 +209,7 @@ class ListenerRun:
     def __init__(self, opts: ListenerBenchOptions, mode: str, n: int) -> None:
         self.opts = opts
         self.result = RunResult(mode=mode, scale_sets=n)
+        self._player = Bench(BenchOptions(timeout=opts.run_timeout, progress=opts.progress))
 
     def _say(self, text: str) -> None:
         if self.opts.progress:
@@ -277,6 +283,12 @@ class ListenerRun:
             res.listener_rss_peak, res.listener_rss_peak_max = _sum_over(pids, proc_peak_rss_mib)
             times = job_times(gh.state.jobs)
             lat = [j.started_at - j.queued_at for j in times.values() if j.started_at is not None]
+            pickups = sorted(
+                ((j.start_time - j.queue_time, j) for j in gh.state.jobs.values() if j.start_time),
+                key=lambda pair: -pair[0],
+            )
+            res.stages = self._player.breakdown(gh.state.jobs)
+            res.slowest = [(round(p, 3), self._player.stages_of(j)) for p, j in pickups[:3]]
             res.jobs, res.jobs_started = len(times), len(lat)
             res.pickup_p50 = round(percentile(lat, 50), 3)
             res.pickup_p99 = round(percentile(lat, 99), 3)
@@ -290,11 +302,23 @@ class ListenerRun:
         return res
 
     async def _play(self, world: Any, names: list[str]) -> None:
-        """The fixed workload, through the whole-system bench's job player."""
+        """The fixed workload, through the whole-system bench's job player, whose watches
+        time each pickup's stages (they start after the idle window: its CPU is not theirs)."""
         opts = self.opts
-        player = Bench(BenchOptions(timeout=opts.run_timeout, progress=opts.progress))
+        player = self._player
         arrivals = steady_arrivals(opts.jobs, opts.rate, opts.job_seconds, opts.seed)
-        await player._play(world, names, arrivals)
+        stop = asyncio.Event()
+        watches = [
+            asyncio.create_task(_watch(world.api, player.timeline, kind, stop))
+            for kind in ("ephemeralrunnersets", "ephemeralrunners", "pods")
+        ]
+        try:
+            await player._play(world, names, arrivals)
+        finally:
+            stop.set()
+            for task in watches:
+                task.cancel()
+            await asyncio.gather(*watches, return_exceptions=True)
 
 
 # -- the suite ----------------------------------------------------------------------------
@@ -403,6 +427,8 @@ def scale_table(results: list[RunResult]) -> str:
         )
         for note in r.notes:
             lines.append(f"    note: {note}")
+    for r in results:
+        lines.extend(_stage_lines(r))
     lines.append(
         "sessions s: from the first scale set's creation until every listener holds a message "
         "session; RSS in MiB (controller process); idle CPU: the controller's, % of one core, "
@@ -413,6 +439,24 @@ def scale_table(results: list[RunResult]) -> str:
         "of harness + controller CPU during the workload (the API server is not counted)."
     )
     return "\n".join(lines)
+
+
+def _stage_lines(r: RunResult) -> list[str]:
+    """Where N's pickups went, and what its slowest three were made of."""
+    if not r.stages:
+        return []
+    lines = [f"N={r.scale_sets}: where the pickup goes (s, p50 / p99)"]
+    for stage, numbers in r.stages.items():
+        lines.append(f"  {stage:<30} {numbers['p50']:7.3f} {numbers['p99']:7.3f}")
+    lines.append(f"N={r.scale_sets}: the slowest pickups, stage by stage (s)")
+    for pickup, stages in r.slowest:
+        parts = [
+            f"{stage.split('->')[1]} +{seconds:.3f}"
+            for stage, seconds in stages.items()
+            if stage != "queued->ER created"
+        ]
+        lines.append(f"  {pickup:.3f}: " + ", ".join(parts))
+    return lines
 
 
 async def run_suite(opts: ListenerBenchOptions) -> list[RunResult]:
