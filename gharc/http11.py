@@ -33,6 +33,8 @@ __all__ = ["DirectHTTP", "DirectResponse", "DirectStream", "merge_query"]
 
 _MAX_HEAD = 64 * 1024
 _READ_SIZE = 64 * 1024
+_HEADS_KEPT = 8
+"""Prepared heads of body-less requests a client keeps (see :meth:`DirectHTTP._head`)."""
 _DEFAULT_FIELDS = {"accept": ("Accept", "*/*"), "accept-encoding": ("Accept-Encoding", "identity")}
 Observe = Callable[[str, str, int | str, float, httpx.Headers | None], None]
 
@@ -67,6 +69,10 @@ def merge_query(url: str, params: Params | None) -> str:
     added = [f"{quote(str(k), safe='')}={quote(_param_str(v), safe='')}" for k, v in pairs]
     merged = f"{base}?{'&'.join(kept + added)}"
     return f"{merged}#{fragment}" if fragment else merged
+
+
+_Head = tuple[str, str, int, h11.Request]
+"""A prepared request head: (scheme, host, port, the h11 event)."""
 
 
 class DirectResponse(httpx.Response):
@@ -257,6 +263,7 @@ class DirectHTTP:
         self.max_idle = max_idle
         self._slots = asyncio.Semaphore(max_connections) if max_connections else None
         self._idle: dict[tuple[str, str, int], list[_Connection]] = {}
+        self._heads: dict[tuple[str, str, tuple[tuple[str, str], ...]], _Head] = {}
         self._closed = False
         self.connections_opened = 0
         """Connections opened so far (tests and benchmarks read it)."""
@@ -281,7 +288,11 @@ class DirectHTTP:
     ) -> httpx.Response:
         """One request; raises httpx's transport errors as httpx would."""
         url = merge_query(url, params)
-        scheme, host, port, head, body = self._prepare(method, url, headers, json_body)
+        if json_body is None:
+            scheme, host, port, head = self._head(method, url, headers)
+            body = b""
+        else:
+            scheme, host, port, head, body = self._prepare(method, url, headers, json_body)
         start = time.perf_counter()
         try:
             async with asyncio.timeout(self.timeout if timeout is None else timeout):
@@ -329,6 +340,24 @@ class DirectHTTP:
                 raise httpx.WriteError(f"sending the request failed: {err}") from None
             raise
         return DirectStream(conn, response.status_code, list(response.headers), read_timeout)
+
+    def _head(self, method: str, url: str, headers: Mapping[str, str] | None) -> _Head:
+        """A body-less request's (scheme, host, port, head), prepared once while it repeats.
+
+        A listener sends the same long poll every 50 s, the only request most of its
+        connections ever carry. Parsing its URL (``urlsplit``'s own cache holds 128, fewer
+        than a controller's listeners) and validating its headers into an ``h11.Request``
+        was a fifth of each poll's CPU. h11's events are immutable, so one serves every
+        send; any change of URL or header (a refreshed token) is another key."""
+        key = (method, url, tuple(headers.items()) if headers else ())
+        prepared = self._heads.get(key)
+        if prepared is None:
+            scheme, host, port, head, _ = self._prepare(method, url, headers, None)
+            prepared = (scheme, host, port, head)
+            if len(self._heads) >= _HEADS_KEPT:
+                del self._heads[next(iter(self._heads))]  # the oldest
+            self._heads[key] = prepared
+        return prepared
 
     def _prepare(
         self, method: str, url: str, headers: Mapping[str, str] | None, json_body: Any

@@ -128,6 +128,43 @@ async def test_keeps_the_connection_alive_and_sends_what_it_is_given(serve: Any)
     await http.aclose()
 
 
+async def test_a_repeated_request_is_prepared_once_and_a_changed_one_again(
+    serve: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    server = await serve([ok() for _ in range(4 + 10)])
+    http = client()
+    prepared: list[str] = []
+    real = DirectHTTP._prepare
+
+    def counting(self: DirectHTTP, method: str, url: str, *args: Any) -> Any:
+        prepared.append(url)
+        return real(self, method, url, *args)
+
+    monkeypatch.setattr(DirectHTTP, "_prepare", counting)
+    poll = f"{server.url}/messages?sessionId=s"
+    for token in ("a", "a", "a", "b"):  # a refreshed token must reach the server
+        await http.request(
+            "GET",
+            poll,
+            endpoint="/m",
+            headers={"Authorization": f"Bearer {token}"},
+            params={"lastMessageId": 3},
+        )
+    assert len(prepared) == 2
+    sent = [r.split(b"\r\n") for r in server.requests]
+    assert [next(line for line in r if line.startswith(b"Authorization")) for r in sent] == [
+        b"Authorization: Bearer a",
+        b"Authorization: Bearer a",
+        b"Authorization: Bearer a",
+        b"Authorization: Bearer b",
+    ]
+    assert all(r[0] == b"GET /messages?sessionId=s&lastMessageId=3 HTTP/1.1" for r in sent)
+    for n in range(10):  # distinct requests: the memo stays bounded
+        await http.request("GET", f"{server.url}/r{n}", endpoint="/r")
+    assert len(http._heads) <= 8
+    await http.aclose()
+
+
 async def test_reads_chunked_and_to_eof_bodies(serve: Any) -> None:
     chunked: Answer = lambda _r: (  # noqa: E731
         b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
