@@ -82,6 +82,8 @@ class Listener:
         self.metrics = metrics
         self.rng = rng or random.Random()
         self.stop_event = asyncio.Event()
+        self._polling: asyncio.Future[Any] | None = None
+        """The long poll in flight: a stop cancels it."""
         self.step_attempts = step_attempts
         self.scaler = Scaler(cfg.min_runners, cfg.max_runners)
         self.capacity = CapacityPolicy(
@@ -129,6 +131,8 @@ class Listener:
         if not self.stop_event.is_set():
             log.info("stop requested")
         self.stop_event.set()
+        if self._polling is not None:
+            self._polling.cancel()
 
     @property
     def stopping(self) -> bool:
@@ -389,21 +393,23 @@ class Listener:
             log.warning("dropped message %d not deleted: %s", message_id, delete_err)
 
     async def _poll(self) -> Any:
-        """One long poll, abandoned as soon as a stop is requested."""
-        poll = asyncio.ensure_future(
+        """One long poll, abandoned as soon as a stop is requested (:meth:`request_stop`
+        cancels it). Not a race of the poll against the stop event: that cost two more
+        tasks and a wait per poll, and a thousand listeners poll 20 times a second."""
+        if self.stopping:
+            raise Stopped
+        poll = self._polling = asyncio.ensure_future(
             self.sessions.get_message(self.last_message_id, self.cfg.max_runners)
         )
-        stop = asyncio.ensure_future(self.stop_event.wait())
         try:
-            await asyncio.wait({poll, stop}, return_when=asyncio.FIRST_COMPLETED)
+            return await poll
+        except asyncio.CancelledError:
+            task = asyncio.current_task()
+            if self.stopping and poll.cancelled() and (task is None or not task.cancelling()):
+                raise Stopped from None
+            raise
         finally:
-            stop.cancel()
-        if not poll.done():
-            poll.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await poll
-            raise Stopped
-        return poll.result()
+            self._polling = None
 
     async def publish(self, *, changed_only: bool = False) -> bool:
         """Patch the EphemeralRunnerSet when the plan says so; True if a patch landed.
