@@ -29,6 +29,7 @@ import json
 import logging
 import os
 import time
+from collections import Counter
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -41,7 +42,7 @@ from testworld.bench import (
     proc_peak_rss_mib,
     steady_arrivals,
 )
-from testworld.sim.report import job_times, percentile
+from testworld.sim.report import github_calls, job_times, percentile
 
 log = logging.getLogger("testworld.bench")
 
@@ -111,6 +112,9 @@ class RunResult:
     """Where the pickups went (the whole-system bench's breakdown, p50 / p99 per stage)."""
     slowest: list[tuple[float, dict[str, float]]] = field(default_factory=list)
     """The three slowest pickups and their stages: what the p99 is made of."""
+    calls_per_job: dict[str, float] = field(default_factory=dict)
+    """GitHub (``GET /route``) and Kubernetes (``kube verb resource``) calls per job during the
+    workload: a path that costs more per job at N sets than at 1 shows here."""
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -267,10 +271,13 @@ class ListenerRun:
 
             metrics_url = f"http://127.0.0.1:{world.metrics_port}/metrics"
             lag_before = await scrape_buckets(metrics_url, LOOP_LAG)
+            calls_before = _calls(gh.call_table(), await world.kube_calls())
             harness0 = proc_cpu_seconds(me)
             await self._play(world, names)
             res.harness_cpu_run = proc_cpu_seconds(me) - harness0
             lag = _bucket_delta(await scrape_buckets(metrics_url, LOOP_LAG), lag_before)
+            calls = _calls(gh.call_table(), await world.kube_calls())
+            calls.subtract(calls_before)
             res.loop_lag_p99 = bucket_quantile(lag, 0.99)
             res.loop_lag_max_bucket = bucket_quantile(lag, 1.0)
 
@@ -290,6 +297,9 @@ class ListenerRun:
             res.stages = self._player.breakdown(gh.state.jobs)
             res.slowest = [(round(p, 3), self._player.stages_of(j)) for p, j in pickups[:3]]
             res.jobs, res.jobs_started = len(times), len(lat)
+            res.calls_per_job = {
+                k: round(n / max(1, len(lat)), 2) for k, n in calls.most_common() if n > 0
+            }
             res.pickup_p50 = round(percentile(lat, 50), 3)
             res.pickup_p99 = round(percentile(lat, 99), 3)
             self._say(
@@ -441,6 +451,13 @@ def scale_table(results: list[RunResult]) -> str:
     return "\n".join(lines)
 
 
+def _calls(call_table: Any, kube: dict[str, int]) -> Counter[str]:
+    """GitHub and Kubernetes calls so far, keyed as :attr:`RunResult.calls_per_job` is."""
+    out: Counter[str] = Counter(github_calls(call_table))
+    out.update({f"kube {key}": n for key, n in kube.items()})
+    return out
+
+
 def _stage_lines(r: RunResult) -> list[str]:
     """Where N's pickups went, and what its slowest three were made of."""
     if not r.stages:
@@ -456,6 +473,9 @@ def _stage_lines(r: RunResult) -> list[str]:
             if stage != "queued->ER created"
         ]
         lines.append(f"  {pickup:.3f}: " + ", ".join(parts))
+    if r.calls_per_job:
+        lines.append(f"N={r.scale_sets}: calls per job during the workload")
+        lines.extend(f"  {key:<60} {n:6.2f}" for key, n in r.calls_per_job.items())
     return lines
 
 
