@@ -156,8 +156,10 @@ async def test_a_frozen_owner_loses_its_shards_and_a_peer_takes_them(
     first_gain = min(t for r in owners[1:] for t, k in r.gained if k in taken)
     assert first_gain >= fence_closed  # never two writers: the fence closed first
     assert moved >= LEASE - RETRY  # not before the lease could have expired
-    # Peers saw its last renewal within a retry period and act right at expiry.
-    assert moved < LEASE + RETRY + 0.5, moved
+    # Peers saw its last renewal within a retry period and act right at expiry, not a whole
+    # lease later (>= 2 x LEASE). The slack is an API server's answer on a loaded 2-core CI
+    # machine: 0.5 s was once 0.53 s short (4.03 s).
+    assert moved < LEASE + RETRY + 1.0, moved
     assert _balanced(owners[1:])
 
 
