@@ -175,6 +175,21 @@ async def _watch(
             await asyncio.sleep(0.5)
 
 
+def stage_lines(stages: dict[str, dict[str, float]]) -> list[str]:
+    """One line per pickup stage: its p50 and p99 (:meth:`Bench.breakdown`'s numbers)."""
+    return [f"  {stage:<30} {v['p50']:7.3f} {v['p99']:7.3f}" for stage, v in stages.items()]
+
+
+def slowest_line(pickup: float, stages: dict[str, float]) -> str:
+    """One slow pickup, stage by stage (:meth:`Bench.stages_of`), without the sum stage."""
+    parts = ", ".join(
+        f"{stage.split('->')[1]} +{seconds:.3f}"
+        for stage, seconds in stages.items()
+        if stage != "queued->ER created"
+    )
+    return f"  {pickup:.3f}: {parts}"
+
+
 def steady_arrivals(
     jobs: int, rate: float, job_seconds: tuple[float, float], seed: int
 ) -> list[Any]:

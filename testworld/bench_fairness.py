@@ -267,6 +267,8 @@ async def run_fairness(opts: FairnessOptions) -> list[Phase]:
 
 
 def run(opts: FairnessOptions) -> int:
+    from testworld.bench import slowest_line, stage_lines
+
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     print(
         f"bench --suite fairness: burst {opts.burst}, trickle {opts.trickle_jobs} jobs at "
@@ -289,17 +291,11 @@ def run(opts: FairnessOptions) -> int:
         )
     for phase in (quiet, during):
         print(f"{phase.name}: where the trickle's pickup went (p50 / p99 s)")
-        for stage, numbers in phase.stages.items():
-            print(f"  {stage:<30} {numbers['p50']:7.3f} {numbers['p99']:7.3f}")
+        print("\n".join(stage_lines(phase.stages)))
     for phase in (quiet, during):
         print(f"{phase.name}: the slowest pickups, stage by stage (s)")
         for pickup, stages in phase.slowest:
-            parts = ", ".join(
-                f"{stage.split('->')[1]} +{seconds:.3f}"
-                for stage, seconds in stages.items()
-                if stage != "queued->ER created"
-            )
-            print(f"  {pickup:.3f}: {parts}")
+            print(slowest_line(pickup, stages))
     ratio = during.p99 / quiet.p99 if quiet.p99 else float("nan")
     print(
         f"trickle pickup p99 during the bursts / quiet, {len(during.pickups)} and "

@@ -40,6 +40,8 @@ from testworld.bench import (
     _watch,
     proc_cpu_seconds,
     proc_peak_rss_mib,
+    slowest_line,
+    stage_lines,
     steady_arrivals,
 )
 from testworld.sim.report import github_calls, job_times, percentile
@@ -462,17 +464,9 @@ def _stage_lines(r: RunResult) -> list[str]:
     """Where N's pickups went, and what its slowest three were made of."""
     if not r.stages:
         return []
-    lines = [f"N={r.scale_sets}: where the pickup goes (s, p50 / p99)"]
-    for stage, numbers in r.stages.items():
-        lines.append(f"  {stage:<30} {numbers['p50']:7.3f} {numbers['p99']:7.3f}")
+    lines = [f"N={r.scale_sets}: where the pickup goes (s, p50 / p99)", *stage_lines(r.stages)]
     lines.append(f"N={r.scale_sets}: the slowest pickups, stage by stage (s)")
-    for pickup, stages in r.slowest:
-        parts = [
-            f"{stage.split('->')[1]} +{seconds:.3f}"
-            for stage, seconds in stages.items()
-            if stage != "queued->ER created"
-        ]
-        lines.append(f"  {pickup:.3f}: " + ", ".join(parts))
+    lines.extend(slowest_line(pickup, stages) for pickup, stages in r.slowest)
     if r.calls_per_job:
         lines.append(f"N={r.scale_sets}: calls per job during the workload")
         lines.extend(f"  {key:<60} {n:6.2f}" for key, n in r.calls_per_job.items())
