@@ -31,6 +31,7 @@ import statistics
 import sys
 import time
 from collections import defaultdict
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -175,6 +176,23 @@ async def _watch(
             await asyncio.sleep(0.5)
 
 
+@contextlib.asynccontextmanager
+async def watching(api: Any, timeline: Timeline) -> AsyncIterator[None]:
+    """The runner sets, runners and pods watched into ``timeline`` while the block runs."""
+    stop = asyncio.Event()
+    watches = [
+        asyncio.create_task(_watch(api, timeline, kind, stop))
+        for kind in ("ephemeralrunnersets", "ephemeralrunners", "pods")
+    ]
+    try:
+        yield
+    finally:
+        stop.set()
+        for task in watches:
+            task.cancel()
+        await asyncio.gather(*watches, return_exceptions=True)
+
+
 def stage_lines(stages: dict[str, dict[str, float]]) -> list[str]:
     """One line per pickup stage: its p50 and p99 (:meth:`Bench.breakdown`'s numbers)."""
     return [f"  {stage:<30} {v['p50']:7.3f} {v['p99']:7.3f}" for stage, v in stages.items()]
@@ -267,21 +285,11 @@ class Bench:
                 callers0 = await self._caller_calls(world)
                 failed0 = await self._failed_calls(world)
                 gh.reset_calls()
-                stop = asyncio.Event()
                 assert world.api is not None
-                watches = [
-                    asyncio.create_task(_watch(world.api, self.timeline, kind, stop))
-                    for kind in ("ephemeralrunnersets", "ephemeralrunners", "pods")
-                ]
-                try:
+                async with watching(world.api, self.timeline):
                     t_run = time.monotonic()
                     await self._play(world, names, arrivals)
                     self.extra["run_seconds"] = round(time.monotonic() - t_run, 1)
-                finally:
-                    stop.set()
-                    for t in watches:
-                        t.cancel()
-                    await asyncio.gather(*watches, return_exceptions=True)
                 self.extra["controller_cpu_seconds"] = round(proc_cpu_seconds(pid) - cpu0, 2)
                 self.extra["controller_peak_rss_mib"] = round(proc_peak_rss_mib(pid), 1)
                 if opts.listener_mode == "Pod":

@@ -37,12 +37,12 @@ from typing import Any
 from testworld.bench import (
     Bench,
     BenchOptions,
-    _watch,
     proc_cpu_seconds,
     proc_peak_rss_mib,
     slowest_line,
     stage_lines,
     steady_arrivals,
+    watching,
 )
 from testworld.sim.report import github_calls, job_times, percentile
 
@@ -319,18 +319,8 @@ class ListenerRun:
         opts = self.opts
         player = self._player
         arrivals = steady_arrivals(opts.jobs, opts.rate, opts.job_seconds, opts.seed)
-        stop = asyncio.Event()
-        watches = [
-            asyncio.create_task(_watch(world.api, player.timeline, kind, stop))
-            for kind in ("ephemeralrunnersets", "ephemeralrunners", "pods")
-        ]
-        try:
+        async with watching(world.api, player.timeline):
             await player._play(world, names, arrivals)
-        finally:
-            stop.set()
-            for task in watches:
-                task.cancel()
-            await asyncio.gather(*watches, return_exceptions=True)
 
 
 # -- the suite ----------------------------------------------------------------------------
