@@ -20,7 +20,9 @@ reason: the scale set reports it and retries slowly, whether it is a missing acc
 
 from __future__ import annotations
 
+import asyncio
 import json
+import logging
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -48,6 +50,12 @@ from gharc.kube import errors as kerrors
 from gharc.kube import objects
 from gharc.kube.client import KubeClient
 from gharc.kube.resources import CONFIG_MAPS, SECRETS
+
+log = logging.getLogger(__name__)
+
+#: How old a remembered Secret may be and still be answered while it is read afresh: a
+#: quiet scale set's first job in this long gets its credentials without waiting for a GET.
+SECRET_STALE_LIMIT = 600.0
 
 
 class ConfigurationError(Exception):
@@ -124,6 +132,15 @@ class ClientResolver:
     Secret reads are remembered for ``secret_ttl`` seconds: every EphemeralRunner reconcile
     needs the credentials, and an uncached GET each time was the controller's most frequent
     Kubernetes call (several per job). A rotated token is picked up within the TTL.
+
+    A read older than the TTL but younger than ``secret_stale_limit`` is still answered at
+    once, and read afresh beside the caller (stale-while-revalidate): with many quiet scale
+    sets nearly every job found its set's Secret expired, and the GET sat between the
+    EphemeralRunner and its pod (1.27 Secret reads per job at 1,000 sets against 0.15 at
+    one). A rotated token costs at most the one call made with the old value: the read
+    started beside it has the new one before that call's retry, and a caller told 401 by
+    GitHub drops the value (:meth:`forget`). A deleted Secret is forgotten when the
+    background read finds it gone.
     """
 
     def __init__(
@@ -132,12 +149,15 @@ class ClientResolver:
         pool: ClientPool,
         *,
         secret_ttl: float = 30.0,
+        secret_stale_limit: float = SECRET_STALE_LIMIT,
         clock: Callable[[], float] = time.monotonic,
         vault: AzureKeyVault | None = None,
     ) -> None:
         self._kube = kube
         self.pool = pool
         self.secret_ttl = secret_ttl
+        self.secret_stale_limit = secret_stale_limit
+        self._refreshing: dict[tuple[str, str], asyncio.Task[None]] = {}
         self._clock = clock
         self._secrets: dict[tuple[str, str], tuple[float, dict[str, str]]] = {}
         self._vault_values: dict[tuple[str, str], tuple[float, str]] = {}
@@ -152,6 +172,10 @@ class ClientResolver:
         return self._vault
 
     async def aclose(self) -> None:
+        for task in self._refreshing.values():
+            task.cancel()
+        if self._refreshing:
+            await asyncio.wait(list(self._refreshing.values()))
         if self._vault is not None:
             await self._vault.aclose()
 
@@ -164,12 +188,43 @@ class ClientResolver:
         now = self._clock()
         hit = self._secrets.get(key)
         ttl = self.secret_ttl if max_age is None else max_age
-        if hit is not None and now - hit[0] < ttl:
-            return hit[1]
-        secret = await self._kube.get(SECRETS, name, namespace=namespace)
+        if hit is not None:
+            age = now - hit[0]
+            if age < ttl:
+                return hit[1]
+            if age < self.secret_stale_limit:
+                self._refresh_beside(key)
+                return hit[1]
+        return await self._read_secret(key)
+
+    async def _read_secret(self, key: tuple[str, str]) -> dict[str, str]:
+        now = self._clock()
+        secret = await self._kube.get(SECRETS, key[1], namespace=key[0])
         data = objects.decode_secret_data(secret)
         self._secrets[key] = (now, data)
         return data
+
+    def _refresh_beside(self, key: tuple[str, str]) -> None:
+        """Read ``key`` afresh in a task of its own, once at a time."""
+        if key in self._refreshing:
+            return
+        task = asyncio.create_task(self._refresh(key), name=f"secret-refresh {key[0]}/{key[1]}")
+        self._refreshing[key] = task
+        task.add_done_callback(lambda _: self._refreshing.pop(key, None))
+
+    async def _refresh(self, key: tuple[str, str]) -> None:
+        try:
+            await self._read_secret(key)
+        except kerrors.NotFound:
+            log.info("Secret %s/%s is gone; it is no longer remembered", *key)
+            self._secrets.pop(key, None)
+        except Exception as err:  # the next use past the TTL reads again
+            log.info("re-reading Secret %s/%s failed (%s); the last read stays", *key, err)
+
+    async def settled(self) -> None:
+        """Wait for the Secret reads running beside their callers (tests, shutdown)."""
+        while self._refreshing:
+            await asyncio.wait(list(self._refreshing.values()))
 
     def forget(self, namespace: str, name: str) -> None:
         """Drop a remembered Secret, so the next read sees a rotated or restored value."""

@@ -404,6 +404,11 @@ class EphemeralRunnerReconciler:
             jit = await client.generate_jit_runner_config(scale_set_id, name, rr.work_folder(er))
         except gherrors.AgentExists:
             return await self._resolve_name_conflict(er, client, scale_set_id)
+        except (gherrors.Unauthorized, gherrors.Forbidden):
+            # The retry reads the credentials afresh: they may have been rotated.
+            target = GitHubTarget.from_spec(str(objects.meta(er)["namespace"]), objects.spec_of(er))
+            self.resolver.forget(target.namespace, target.secret_name)
+            raise
         return await self._store_jit_secret(er, jit, scale_set_id)
 
     async def _store_jit_secret(
