@@ -325,17 +325,42 @@ class Listener:
                 if await self.sleep(wait):
                     return
                 continue
+            # NB: the delete goes beside the patch, not before it: the patch is what the job
+            # waits for, and a message handled twice is handled the same (each step is
+            # idempotent), so the order costs nothing if either fails.
+            ack = None if result.acknowledged else asyncio.ensure_future(self._ack(msg.message_id))
+            try:
+                if result.statistics_behind:
+                    await self._refresh_statistics(
+                        f"message {msg.message_id} is ahead of its counts"
+                    )
+                if result.available or result.assigned:
+                    self.capacity.note_demand(asyncio.get_running_loop().time())
+                await self.publish(changed_only=True)
+            finally:
+                ack_error = None if ack is None else await ack
+            if ack_error is not None:
+                if not is_transient(ack_error):
+                    await self._drop(msg.message_id, ack_error)
+                    continue
+                # Not acknowledged: the service redelivers it.
+                failures += 1
+                wait = jittered(failures, self.cfg.transient_max_backoff_seconds, self.rng)
+                log.warning(
+                    "message %d not deleted (%s); retrying in %.1fs",
+                    msg.message_id,
+                    ack_error,
+                    wait,
+                )
+                if await self.sleep(wait):
+                    return
+                continue
             self.messages += 1
             self.last_message_id = msg.message_id
             self.last_message_at = asyncio.get_running_loop().time()
             if self.on_message is not None:
                 self.on_message()
             log.debug("message %d: %s", msg.message_id, result)
-            if result.statistics_behind:
-                await self._refresh_statistics(f"message {msg.message_id} is ahead of its counts")
-            if result.available or result.assigned:
-                self.capacity.note_demand(asyncio.get_running_loop().time())
-            await self.publish(changed_only=True)
 
     async def _refresh_statistics(self, why: str) -> None:
         """Read the statistics fresh: a message's can lag the jobs in its body (ARC #3420).
@@ -372,6 +397,19 @@ class Listener:
             return False
         self.handler.record_statistics(rss.statistics, marker)
         return True
+
+    async def _ack(self, message_id: int) -> Exception | None:
+        """Delete a handled message; the error when that failed for another reason than a
+        stop, a fatal error (both raised) or the message being gone already (done)."""
+        try:
+            await self.handler.delete(message_id)
+        except (Stopped, FatalError):
+            raise
+        except Exception as err:
+            if is_fatal(err):
+                raise
+            return err
+        return None
 
     async def _drop(self, message_id: int, err: Exception) -> None:
         """Log, count and delete a message that cannot be handled; polling goes on."""

@@ -60,6 +60,9 @@ class BatchResult:
     runners_missing: int = 0
     statistics_behind: bool = False
     """The body holds more assigned jobs than the message's statistics count (ARC #3420)."""
+    acknowledged: bool = False
+    """The message was deleted already (one that could not be read); the loop deletes the
+    others beside the patch they lead to."""
 
 
 class MessageHandler:
@@ -103,14 +106,16 @@ class MessageHandler:
             self.metrics.record_statistics(stats)
 
     async def handle(self, msg: RunnerScaleSetMessage, marker: int | None = None) -> BatchResult:
-        """Everything but the publish, which the loop does right after; ``marker`` is the
-        cleanup marker known when the poll that brought ``msg`` began."""
+        """Everything but the publish and the delete, which the loop does right after, side
+        by side (:meth:`delete`); ``marker`` is the cleanup marker known when the poll that
+        brought ``msg`` began."""
         result = BatchResult(message_id=msg.message_id)
         self.record_statistics(msg.statistics, marker)
         if msg.malformed is not None:
             log.error("message %d cannot be read, dropped: %s", msg.message_id, msg.malformed)
             self.count_dropped("malformed")
             await self.delete(msg.message_id)
+            result.acknowledged = True
             return result
         if msg.skipped_jobs:
             self.count_dropped("job", msg.skipped_jobs)
@@ -146,7 +151,6 @@ class MessageHandler:
                     job.result,
                     job.runner_name,
                 )
-        await self.delete(msg.message_id)
         return result
 
     async def delete(self, message_id: int) -> None:

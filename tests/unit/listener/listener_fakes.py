@@ -85,6 +85,9 @@ class FakeActions:
         self.acquirable: list[int] = []
         """Request ids ``get_acquirable_jobs`` lists (the service's view, not the messages')."""
         self.expire_next_poll = False
+        self.delete_gate: asyncio.Event | None = None
+        """When set, a message delete waits for it (a slow service)."""
+        self.delete_errors: list[BaseException] = []
 
     def _session(self) -> RunnerScaleSetSession:
         return RunnerScaleSetSession.model_validate(
@@ -132,6 +135,10 @@ class FakeActions:
         return item
 
     async def delete_message(self, queue_url: str, queue_token: str, message_id: int) -> None:
+        if self.delete_gate is not None:
+            await self.delete_gate.wait()
+        if self.delete_errors:
+            raise self.delete_errors.pop(0)
         self.deleted_messages.append(message_id)
 
     async def acquire_jobs(

@@ -309,3 +309,39 @@ async def test_a_message_that_changes_nothing_is_not_published_but_the_next_202_
         assert patcher.replicas == [(1, 0), (2, 1)]  # message 1 moved nothing: not sent
         await until(lambda: len(patcher.replicas) == 3)  # the next 202
         assert patcher.replicas[-1] == (2, 2)
+
+
+async def test_the_patch_a_message_leads_to_does_not_wait_for_its_delete() -> None:
+    """The patch is what the job's runner waits for; the message's delete goes beside it."""
+    api, patcher = FakeActions(), FakePatcher()
+    listener = Listener(config(max_runners=4), api, patcher)
+    async with running(listener):
+        await until(lambda: len(patcher.replicas) == 1)
+        api.delete_gate = asyncio.Event()
+        api.queue.put_nowait(message(1, [job("JobAssigned", 11)], assigned=1))
+        await until(lambda: len(patcher.replicas) == 2)
+        assert patcher.replicas[-1] == (1, 1)
+        assert api.deleted_messages == [], "the delete was not in flight beside the patch"
+        polls = len([c for c in api.calls if c[0] == "get"])
+        await asyncio.sleep(5)
+        assert len([c for c in api.calls if c[0] == "get"]) == polls, "polled before the delete"
+        api.delete_gate.set()
+        await until(lambda: api.deleted_messages == [1])
+        await until(lambda: api.calls[-1][0] == "get" and api.calls[-1][1] == 1)
+
+
+async def test_a_message_whose_delete_fails_is_delivered_again_and_patched_once() -> None:
+    api, patcher = FakeActions(), FakePatcher()
+    listener = Listener(config(max_runners=4), api, patcher, step_attempts=2)
+    async with running(listener):
+        await until(lambda: len(patcher.replicas) == 1)
+        api.delete_errors = [gherrors.ServerError("down", status=503)] * 2
+        msg = message(1, [job("JobAssigned", 11)], assigned=1)
+        api.queue.put_nowait(msg)
+        await until(lambda: len(patcher.replicas) == 2)
+        # Not acknowledged: the next poll still asks for what follows message 0.
+        await until(lambda: [c[1] for c in api.calls if c[0] == "get"][-1:] == [0])
+        api.queue.put_nowait(msg)  # the service delivers it again
+        await until(lambda: api.deleted_messages == [1])
+        await until(lambda: api.calls[-1][0] == "get" and api.calls[-1][1] == 1)
+        assert patcher.replicas == [(0, 0), (1, 1)], "the same count was patched twice"
