@@ -88,6 +88,16 @@ class _HostedPatcher(KubePatcher):
         super().__init__(*args)
         self.markers: asyncio.Queue[int] = asyncio.Queue()
         self.last_marker: int | None = None
+        self.landed: tuple[int, int] | None = None
+        """(replicas, patchID) of the last count this listener wrote."""
+
+    async def patch_replicas(self, replicas: int, patch_id: int) -> None:
+        await super().patch_replicas(replicas, patch_id)
+        self.landed = (replicas, patch_id)
+
+    async def patch_replicas_after(self, replicas: int, patch_id: int, marker: int) -> None:
+        await super().patch_replicas_after(replicas, patch_id, marker)
+        self.landed = (replicas, patch_id)
 
     def offer(self, marker: int) -> None:
         if marker != self.last_marker:
@@ -289,6 +299,14 @@ class ListenerHost:
             return []
         taken, hosted.notices = hosted.notices, []
         return taken
+
+    def landed_patch(self, namespace: str, runner_set: str) -> tuple[int, int] | None:
+        """(replicas, patchID) that the listener this process runs for the EphemeralRunnerSet
+        wrote last, or None (no such listener, or it wrote none yet). A listener is started
+        after this process began acting for its scale set, so whoever wrote the set before
+        wrote before that patch (see the EphemeralRunnerSet reconciler's use)."""
+        hosted = self._by_runner_set.get((namespace, runner_set))
+        return None if hosted is None else getattr(hosted.patcher, "landed", None)
 
     def offer_runner_set(self, obj: dict[str, Any]) -> None:
         """Informer handler: pass an EphemeralRunnerSet's cleanup marker to its listener."""

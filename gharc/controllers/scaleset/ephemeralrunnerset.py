@@ -37,7 +37,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -191,6 +191,7 @@ class EphemeralRunnerSetReconciler:
         recorder: EventRecorder | None = None,
         *,
         newborn: Newborn | None = None,
+        landed_patch: Callable[[str, str], tuple[int, int] | None] | None = None,
     ) -> None:
         self.kube = kube
         self.cache = cache
@@ -199,6 +200,9 @@ class EphemeralRunnerSetReconciler:
         self.metrics = metrics
         self.recorder = recorder
         self.newborn = newborn or Newborn()
+        self.landed_patch = landed_patch or (lambda _namespace, _name: None)
+        """(replicas, patchID) the in-process listener of a set last wrote (the host's
+        :meth:`~gharc.listener.host.ListenerHost.landed_patch`); None without one."""
         """Shared with the EphemeralRunner reconciler: the runners created here skip the
         reads that look for a half-made registration."""
         self._expectations = Expectations()
@@ -229,6 +233,11 @@ class EphemeralRunnerSetReconciler:
             copy=True,
             on_gone=self._forget,
         )
+
+    def forget_markers(self) -> None:
+        """Markers this process wrote may have been overwritten while another replica held
+        the sets' shard: the next scale up of each set reads its marker again."""
+        self._markers.clear()
 
     def _forget(self, request: Request) -> None:
         """The set is gone: drop what this process kept about it."""
@@ -499,8 +508,17 @@ class EphemeralRunnerSetReconciler:
         total = b.scale_up_total()
         if total < replicas:
             uid = view.uid
+            name, namespace = objects.meta(ers)["name"], objects.meta(ers)["namespace"]
             if uid in self._markers:
                 marker = self._markers[uid]
+            elif patch_id > 0 and self.landed_patch(namespace, name) == (replicas, patch_id):
+                # This process's own listener wrote this count, and it started after this
+                # process began acting for the set: any other writer of the marker wrote
+                # before it, so a cache that shows the count shows that marker too, and
+                # the markers written since are this reconciler's. No read on the first job
+                # of a quiet set (B3 holds: every marker there can be is in view).
+                marker = view.cleanup_marker
+                self._markers[uid] = marker
             else:
                 # NB: uncached (B3): the cache may not show the marker a previous run of
                 # this controller wrote moments ago. Read once per set; after that this
@@ -691,11 +709,14 @@ class EphemeralRunnerSetReconciler:
 
     @staticmethod
     def _counts(ers: JSON, b: Buckets, *, cleaning: bool = False) -> JSON:
-        """The status counts and phase for ``b``; ``cleaning``: with the finished runners
-        already counted as deleting (they are deleted next)."""
+        """The status counts and phase for ``b``; ``cleaning``: as they will be once the
+        finished runners, deleted next, are gone. The marker write carries them, and a set
+        whose runners are gone by the next reconcile needs no other write: counting them as
+        deleting cost a third status write of the set (and of its AutoscalingRunnerSet) per
+        job where jobs are sparse, for a count that is stale a moment later."""
         phase = EphemeralRunnerSetView(ers).phase
         finished = 0 if cleaning else len(b.finished)
-        deleting = len(b.deleting) + (len(b.finished) if cleaning else 0)
+        deleting = len(b.deleting)
         return {
             "currentReplicas": len(b.pending) + len(b.running),
             "pendingEphemeralRunners": len(b.pending),
@@ -765,6 +786,7 @@ def setup(manager: ManagerLike, deps: ScaleSetDeps) -> Controller:
         deps.metrics,
         deps.recorder,
         newborn=deps.newborn,
+        landed_patch=deps.host.landed_patch if deps.host is not None else None,
     )
     return (
         Builder(manager)

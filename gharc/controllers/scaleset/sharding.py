@@ -164,6 +164,9 @@ class Sharding:
         """Queue again every object of ``shard`` (on the main loop, from the keeper)."""
         total = 0
         for controller, router in self.routers.values():
+            forget_markers = getattr(controller.reconciler, "forget_markers", None)
+            if forget_markers is not None:
+                forget_markers()  # another replica may have written some since
             total += controller.enqueue_existing(_in_shard(router, shard))
         log.info("shard %d gained: %d objects queued", shard, total)
 

@@ -221,3 +221,40 @@ async def test_restart_mid_cleanup_loses_nothing_and_duplicates_nothing(world: W
 
 async def _removed_some(world: World, ids: set[int]) -> bool:
     return bool(set(world.gh.state.removed_runners) & ids)
+
+
+async def test_a_sparse_job_costs_its_set_two_status_writes(world: World) -> None:
+    """Where each set sees a job now and then (a thousand quiet sets), every status write
+    of the set is one of its AutoscalingRunnerSet too: a job is the Pending count and the
+    cleanup marker; the marker write already counts the finished runner as gone."""
+    from gharc.controllers.scaleset.ephemeralrunnerset import STATUS_INTERVAL
+
+    await world.create_ers()
+    await asyncio.sleep(STATUS_INTERVAL + 0.5)
+    label = f"{EPHEMERAL_RUNNER_SETS}/status"
+
+    def status_writes() -> int:
+        return sum(
+            n
+            for (verb, res, code), n in world.kube.request_counts.items()
+            if verb == "patch" and res == label and code.startswith("2")
+        )
+
+    before = status_writes()
+    await world.scale(1, 1)
+    [er] = await world.wait_runners(1)
+    name = er["metadata"]["name"]
+    await world.run_pod(name)
+    job = await world.take_job(await world.runner(name))
+    world.complete_job(job)
+    await world.exit_pod(name, 0)
+
+    async def gone() -> bool:
+        return not await world.runners(include_deleting=True)
+
+    await eventually(gone, timeout=20, message="the finished runner gone")
+    await asyncio.sleep(STATUS_INTERVAL + 0.5)  # any write held back is made by now
+    status = (await world.ers())["status"]
+    assert status["currentReplicas"] == 0 and status["deletingEphemeralRunners"] == 0
+    assert status["finishedEphemeralRunners"] == 0
+    assert status_writes() - before <= 2, f"{status_writes() - before} status writes for one job"

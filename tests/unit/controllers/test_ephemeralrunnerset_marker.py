@@ -146,3 +146,27 @@ async def test_one_tenants_burst_of_creates_leaves_room_for_another() -> None:
     await big
     assert kube.done.count("team-a") == 400
     assert kube.most["team-a"] == ersmod.CREATES_IN_FLIGHT_PER_NAMESPACE
+
+
+class _Controller:
+    def __init__(self, reconciler: Any) -> None:
+        self.reconciler = reconciler
+
+    def enqueue_existing(self, keep: Any) -> int:
+        return 0
+
+
+async def test_a_shard_gained_again_reads_its_markers_afresh() -> None:
+    """This process wrote marker 3 while it held the set's shard; another replica held it
+    since and wrote 5 (the gap its cleanup opened). Taken back, the set must not act on 3."""
+    from gharc.controllers.scaleset.sharding import ScaleSetRouter, Sharding
+
+    rec, kube = _reconciler(_ers(5, 1, None), _ers(5, 1, 5))
+    rec._markers["u"] = 3
+    sharding = Sharding(owns=lambda shard: True, count=2)
+    router = ScaleSetRouter(lambda shard: True, 2, lambda request: ("ns", "set"))
+    sharding.routers["ephemeralrunnerset"] = (_Controller(rec), router)  # type: ignore[assignment]
+    sharding.gained(router.shard(Request("ns", "set")) or 0)
+    await rec.reconcile(Request("ns", "set"))
+    assert kube.created == [], "a runner was created on a marker from an earlier tenure"
+    assert kube.gets >= 1
