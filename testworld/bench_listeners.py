@@ -39,6 +39,7 @@ from testworld.bench import (
     BenchOptions,
     proc_cpu_seconds,
     proc_peak_rss_mib,
+    sampling_lag,
     slowest_line,
     stage_lines,
     steady_arrivals,
@@ -110,6 +111,12 @@ class RunResult:
     """The upper bound of the bucket the workload's longest lag fell in."""
     harness_cpu_run: float = 0.0
     """CPU seconds of this process (fake GitHub, kubelet simulator, job player) in the run."""
+    harness_lag_p99: float = float("nan")
+    """This process's event-loop lag, p99 over the workload: the fake's share of a pickup."""
+    control_plane_cpu_run: float = 0.0
+    """CPU seconds of the API server and etcd in the run."""
+    control_plane_cpu_idle: float = 0.0
+    """CPU seconds of the API server and etcd in the idle window."""
     stages: dict[str, dict[str, float]] = field(default_factory=dict)
     """Where the pickups went (the whole-system bench's breakdown, p50 / p99 per stage)."""
     slowest: list[tuple[float, dict[str, float]]] = field(default_factory=list)
@@ -259,10 +266,13 @@ class ListenerRun:
             await asyncio.sleep(opts.settle_seconds)
             me = os.getpid()
             pids = listener_pids(me) if res.mode == "Pod" else []
+            plane = list(cp.pids.values())
             ctl0, lst0 = proc_cpu_seconds(pid), _cpu(pids)
+            plane0 = sum(proc_cpu_seconds(p) for p in plane)
             idle_began = time.monotonic()
             await asyncio.sleep(opts.idle_seconds)
             res.idle_seconds = time.monotonic() - idle_began
+            res.control_plane_cpu_idle = sum(proc_cpu_seconds(p) for p in plane) - plane0
             pids = listener_pids(me) if res.mode == "Pod" else []
             res.listener_processes = len(pids)
             res.controller_rss_idle = proc_rss_mib(pid)
@@ -275,8 +285,13 @@ class ListenerRun:
             lag_before = await scrape_buckets(metrics_url, LOOP_LAG)
             calls_before = _calls(gh.call_table(), await world.kube_calls())
             harness0 = proc_cpu_seconds(me)
-            await self._play(world, names)
+            plane0 = sum(proc_cpu_seconds(p) for p in plane)
+            harness_lag: list[float] = []
+            async with sampling_lag(harness_lag):
+                await self._play(world, names)
             res.harness_cpu_run = proc_cpu_seconds(me) - harness0
+            res.control_plane_cpu_run = sum(proc_cpu_seconds(p) for p in plane) - plane0
+            res.harness_lag_p99 = round(percentile(harness_lag, 99), 3)
             lag = _bucket_delta(await scrape_buckets(metrics_url, LOOP_LAG), lag_before)
             calls = _calls(gh.call_table(), await world.kube_calls())
             calls.subtract(calls_before)
@@ -414,18 +429,22 @@ def scale_table(results: list[RunResult]) -> str:
     head = (
         f"{'N':>5} {'sessions s':>10} {'RSS idle':>9} {'RSS peak':>9} {'idle CPU %':>10} "
         f"{'lag p99 s':>9} {'lag max s':>9} {'p50 s':>7} {'p99 s':>7} {'jobs':>5} "
-        f"{'harness CPU %':>13}"
+        f"{'harness CPU %':>13} {'harness lag p99':>15} {'kube idle %':>11} {'kube CPU s':>10}"
     )
     lines = [head, "-" * len(head)]
     for r in results:
         idle_pct = 100 * r.controller_cpu_idle / r.idle_seconds if r.idle_seconds else float("nan")
         measured = r.controller_cpu_run + r.harness_cpu_run
         harness = 100 * r.harness_cpu_run / measured if measured else float("nan")
+        kube_idle = (
+            100 * r.control_plane_cpu_idle / r.idle_seconds if r.idle_seconds else float("nan")
+        )
         lines.append(
             f"{r.scale_sets:>5} {r.setup_seconds:10.1f} {r.controller_rss_idle:9.1f} "
             f"{r.controller_rss_peak:9.1f} {idle_pct:10.2f} {r.loop_lag_p99:9.3f} "
             f"{r.loop_lag_max_bucket:9.3f} {r.pickup_p50:7.3f} {r.pickup_p99:7.3f} "
-            f"{r.jobs_started:>5} {harness:13.1f}"
+            f"{r.jobs_started:>5} {harness:13.1f} {r.harness_lag_p99:15.3f} "
+            f"{kube_idle:11.2f} {r.control_plane_cpu_run:10.1f}"
         )
         for note in r.notes:
             lines.append(f"    note: {note}")
@@ -438,7 +457,11 @@ def scale_table(results: list[RunResult]) -> str:
         "gharc_event_loop_lag_seconds over the workload (bucket upper bounds); pickup: "
         "queued -> started at the fake GitHub; "
         "harness CPU %: this process (fake GitHub, kubelet simulator, job player) as a share "
-        "of harness + controller CPU during the workload (the API server is not counted)."
+        "of harness + controller CPU during the workload (the API server is not counted); "
+        "harness lag: how late this process's event loop woke a 10 ms sleep, p99 over the "
+        "workload (the fake GitHub and kubelet answer that much late); kube idle: the API "
+        "server's and etcd's CPU over the idle window, % of one core; kube CPU: theirs "
+        "during the workload, seconds."
     )
     return "\n".join(lines)
 
