@@ -317,7 +317,8 @@ class KubeClient(Reader):
             if self._bucket is not None:
                 await self._bucket.wait(_namespace_of(path))
             slot: contextlib.AbstractAsyncContextManager[None] = (
-                self._in_flight.slot(_namespace_of(path))
+                # Status writes yield to the namespace's other requests (see inflight).
+                self._in_flight.slot(_namespace_of(path), low=writes and path.endswith("/status"))
                 if self._in_flight is not None and not watch
                 else contextlib.nullcontext()
             )

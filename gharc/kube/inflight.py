@@ -36,6 +36,13 @@ the server is slow (saturated) and negligible when it answers in a millisecond. 
 burst's own pickup p50 13 -> 20 s, p99 31 -> 37 s. A lone burst never rests, nor does a
 shallow queue (a scale set's start-up): resting on any queue cost the 1,000-set bench 15 s
 of sessions.
+
+Within a namespace, a request marked ``low`` (a status write: counts for people and the
+parent object) waits until no other request of that namespace waits. Beside a thousand
+busy namespaces every one is capped at 2 and then at 1, and a runner's creation sets off
+status writes of its EphemeralRunner, EphemeralRunnerSet and AutoscalingRunnerSet in the
+same namespace: queued first, they held the JIT Secret and the pod (what the job waits for)
+behind them.
 """
 
 from __future__ import annotations
@@ -97,6 +104,8 @@ class NamespaceInFlight:
         self._resting: dict[str, int] = {}
         """Slots held by a backlogged namespace's rest after a request (not sent, not free)."""
         self._waiting: dict[str, collections.deque[asyncio.Future[None]]] = {}
+        self._low: set[asyncio.Future[None]] = set()
+        """Waiters that go after every other waiter of their namespace."""
         self._users: dict[str, int] = {}
         self._active: dict[str, float] = {}
         """Namespaces seen lately, and when."""
@@ -113,14 +122,16 @@ class NamespaceInFlight:
         return self.backlogged if self._waiting.get(namespace) else self.shared
 
     @asynccontextmanager
-    async def slot(self, namespace: str) -> AsyncIterator[None]:
+    async def slot(self, namespace: str, *, low: bool = False) -> AsyncIterator[None]:
+        """Hold one of ``namespace``'s slots for the block; ``low``: let the namespace's
+        other waiting requests go first."""
         if not namespace or namespace in self.exempt:
             yield
             return
         self._users[namespace] = self._users.get(namespace, 0) + 1
         self._touch(namespace)
         try:
-            await self._acquire(namespace)
+            await self._acquire(namespace, low)
             began = self._now()
             try:
                 yield
@@ -139,11 +150,13 @@ class NamespaceInFlight:
     def _taken(self, namespace: str) -> int:
         return self._running.get(namespace, 0) + self._resting.get(namespace, 0)
 
-    async def _acquire(self, namespace: str) -> None:
+    async def _acquire(self, namespace: str, low: bool = False) -> None:
         while self._taken(namespace) >= self.limit_for(namespace):
             waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
             queue = self._waiting.setdefault(namespace, collections.deque())
             queue.append(waiter)
+            if low:
+                self._low.add(waiter)
             try:
                 await waiter
             except asyncio.CancelledError:
@@ -152,6 +165,8 @@ class NamespaceInFlight:
                 elif waiter.done() and not waiter.cancelled():
                     self._wake(namespace)  # pass on the turn it was given
                 raise
+            finally:
+                self._low.discard(waiter)
         self._running[namespace] = self._running.get(namespace, 0) + 1
 
     def _release(self, namespace: str, took: float) -> None:
@@ -189,7 +204,9 @@ class NamespaceInFlight:
         queue = self._waiting.get(namespace)
         room = self.limit_for(namespace) - self._taken(namespace)
         while queue and room > 0:
-            waiter = queue.popleft()
+            # The first waiter that is not low, else the first low one.
+            waiter = next((w for w in queue if w not in self._low), queue[0])
+            queue.remove(waiter)
             if not waiter.done():
                 waiter.set_result(None)
                 room -= 1

@@ -299,3 +299,53 @@ async def test_a_rest_lasts_at_most_a_second() -> None:
     await asyncio.gather(*burst, other)
     began = [round(t - t0, 3) for t in server.began["burst"]]
     assert began == [0.0, 6.0, 11.0], began
+
+
+async def _queued(
+    slots: NamespaceInFlight, ns: str, name: str, order: list[str], **kw: Any
+) -> None:
+    async with slots.slot(ns, **kw):
+        order.append(name)
+
+
+async def test_a_status_write_waits_behind_its_namespaces_other_requests() -> None:
+    """Beside another busy tenant a namespace gets 2 slots; a runner's status write queued
+    before its pod create does not go first."""
+    slots = NamespaceInFlight(8, rest=0)
+    order: list[str] = []
+    hold = asyncio.Event()
+
+    async def held(ns: str) -> None:
+        async with slots.slot(ns):
+            await hold.wait()
+
+    busy = [asyncio.create_task(held("other")), *(asyncio.create_task(held("a")) for _ in range(2))]
+    for _ in range(3):
+        await asyncio.sleep(0)
+    status = asyncio.create_task(_queued(slots, "a", "status", order, low=True))
+    await asyncio.sleep(0)
+    pod = asyncio.create_task(_queued(slots, "a", "pod", order))
+    await asyncio.sleep(0)
+    assert order == []
+    hold.set()
+    await asyncio.gather(*busy, status, pod)
+    assert order == ["pod", "status"]
+
+
+async def test_the_client_marks_status_writes_low() -> None:
+    server = SlowServer()
+    kube = KubeClient(server, max_in_flight_per_namespace=8)
+    seen: list[bool] = []
+    real = kube._in_flight.slot  # type: ignore[union-attr]
+
+    def spy(namespace: str, *, low: bool = False) -> Any:
+        seen.append(low)
+        return real(namespace, low=low)
+
+    kube._in_flight.slot = spy  # type: ignore[union-attr,method-assign]
+    server.release.set()
+    path = "/apis/actions.github.com/v1alpha1/namespaces/a/ephemeralrunners/r"
+    await kube._send("PATCH", path + "/status", verb="patch", label="x", body={})
+    await kube._send("PATCH", path, verb="patch", label="x", body={})
+    await kube._send("GET", path + "/status", verb="get", label="x")
+    assert seen == [True, False, False]
