@@ -268,11 +268,11 @@ class ListenerRun:
             pids = listener_pids(me) if res.mode == "Pod" else []
             plane = list(cp.pids.values())
             ctl0, lst0 = proc_cpu_seconds(pid), _cpu(pids)
-            plane0 = sum(proc_cpu_seconds(p) for p in plane)
+            plane0 = sum(_cpu(plane).values())
             idle_began = time.monotonic()
             await asyncio.sleep(opts.idle_seconds)
             res.idle_seconds = time.monotonic() - idle_began
-            res.control_plane_cpu_idle = sum(proc_cpu_seconds(p) for p in plane) - plane0
+            res.control_plane_cpu_idle = sum(_cpu(plane).values()) - plane0
             pids = listener_pids(me) if res.mode == "Pod" else []
             res.listener_processes = len(pids)
             res.controller_rss_idle = proc_rss_mib(pid)
@@ -285,12 +285,12 @@ class ListenerRun:
             lag_before = await scrape_buckets(metrics_url, LOOP_LAG)
             calls_before = _calls(gh.call_table(), await world.kube_calls())
             harness0 = proc_cpu_seconds(me)
-            plane0 = sum(proc_cpu_seconds(p) for p in plane)
+            plane0 = sum(_cpu(plane).values())
             harness_lag: list[float] = []
             async with sampling_lag(harness_lag):
                 await self._play(world, names)
             res.harness_cpu_run = proc_cpu_seconds(me) - harness0
-            res.control_plane_cpu_run = sum(proc_cpu_seconds(p) for p in plane) - plane0
+            res.control_plane_cpu_run = sum(_cpu(plane).values()) - plane0
             res.harness_lag_p99 = round(percentile(harness_lag, 99), 3)
             lag = _bucket_delta(await scrape_buckets(metrics_url, LOOP_LAG), lag_before)
             calls = _calls(gh.call_table(), await world.kube_calls())

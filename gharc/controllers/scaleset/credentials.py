@@ -226,6 +226,11 @@ class ClientResolver:
         while self._refreshing:
             await asyncio.wait(list(self._refreshing.values()))
 
+    def forget_credentials(self, target: GitHubTarget) -> None:
+        """Drop what is remembered of ``target``'s credentials: GitHub rejected them, and
+        the next use must read a rotated or restored value."""
+        self.forget(target.namespace, target.secret_name)
+
     def forget(self, namespace: str, name: str) -> None:
         """Drop a remembered Secret, so the next read sees a rotated or restored value."""
         self._secrets.pop((namespace, name), None)

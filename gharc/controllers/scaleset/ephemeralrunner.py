@@ -342,9 +342,12 @@ class EphemeralRunnerReconciler:
 
     # -- GitHub ------------------------------------------------------------------------------
 
+    @staticmethod
+    def _target(er: Mapping[str, Any]) -> GitHubTarget:
+        return GitHubTarget.from_spec(str(objects.meta(er)["namespace"]), objects.spec_of(er))
+
     async def _client(self, er: Mapping[str, Any]) -> ActionsClient:
-        ns = str(objects.meta(er)["namespace"])
-        return await self.resolver.client_for(GitHubTarget.from_spec(ns, objects.spec_of(er)))
+        return await self.resolver.client_for(self._target(er))
 
     async def _ensure_jit_secret(self, er: JSON) -> _JitSecret:
         """The JIT secret, created (with a fresh registration) when missing.
@@ -406,8 +409,7 @@ class EphemeralRunnerReconciler:
             return await self._resolve_name_conflict(er, client, scale_set_id)
         except (gherrors.Unauthorized, gherrors.Forbidden):
             # The retry reads the credentials afresh: they may have been rotated.
-            target = GitHubTarget.from_spec(str(objects.meta(er)["namespace"]), objects.spec_of(er))
-            self.resolver.forget(target.namespace, target.secret_name)
+            self.resolver.forget_credentials(self._target(er))
             raise
         return await self._store_jit_secret(er, jit, scale_set_id)
 

@@ -200,11 +200,11 @@ class EphemeralRunnerSetReconciler:
         self.metrics = metrics
         self.recorder = recorder
         self.newborn = newborn or Newborn()
+        """Shared with the EphemeralRunner reconciler: the runners created here skip the
+        reads that look for a half-made registration."""
         self.landed_patch = landed_patch or (lambda _namespace, _name: None)
         """(replicas, patchID) the in-process listener of a set last wrote (the host's
         :meth:`~gharc.listener.host.ListenerHost.landed_patch`); None without one."""
-        """Shared with the EphemeralRunner reconciler: the runners created here skip the
-        reads that look for a half-made registration."""
         self._expectations = Expectations()
         """EphemeralRunners created / deleted per set (by set uid), not yet in the cache."""
         self._create_slots: dict[str, asyncio.Semaphore] = {}
@@ -523,11 +523,7 @@ class EphemeralRunnerSetReconciler:
                 # NB: uncached (B3): the cache may not show the marker a previous run of
                 # this controller wrote moments ago. Read once per set; after that this
                 # process knows every marker it writes.
-                fresh = await self.kube.get(
-                    EPHEMERAL_RUNNER_SETS,
-                    objects.meta(ers)["name"],
-                    namespace=objects.meta(ers)["namespace"],
-                )
+                fresh = await self.kube.get(EPHEMERAL_RUNNER_SETS, name, namespace=namespace)
                 live = EphemeralRunnerSetView(fresh)
                 if live.patch_id != patch_id or live.replicas != replicas:
                     return None  # the cache is behind; the newer spec's event is on its way

@@ -106,7 +106,7 @@ def resolver_for(
     async def resolve(fresh: bool) -> tuple[ListenerConfig, ActionsAPI, ListenerMetrics]:
         current = config
         if fresh:
-            resolver.forget(target.namespace, target.secret_name)
+            resolver.forget_credentials(target)
             current = await rebuild(listener)
         cfg = hosted_config(current)
         if target.vault is not None:

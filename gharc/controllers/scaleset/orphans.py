@@ -195,8 +195,7 @@ class OrphanReconciler:
             except (gherrors.GitHubError, ConfigurationError) as err:
                 if isinstance(err, gherrors.Unauthorized | gherrors.Forbidden):
                     # Read the credentials afresh next pass: they may have been rotated.
-                    target = _target_of(sets[0])
-                    self.resolver.forget(target.namespace, target.secret_name)
+                    self.resolver.forget_credentials(_target_of(sets[0]))
                 log.info("registration reconcile of scale set %d skipped: %s", ss_id, err)
                 continue
             if not candidates and not registrations:
