@@ -111,14 +111,18 @@ class CircuitBreaker:
         :class:`CircuitOpen` or :class:`~gharc.github.errors.RateLimited` (with ``until``)
         and spends nothing then. Pair with :meth:`release`, passing what this returns:
         whether the call holds a probe slot (a listener's message long poll does not, or
-        a few idle listeners would keep JIT configs from probing for a minute)."""
+        a few idle listeners would keep JIT configs from probing for a minute; nor is it
+        the rate budget's probe after a 429, for the same reason)."""
         slot = not (method == "GET" and endpoint in LONG_POLL_ENDPOINTS)
         self.acquire(priority=self.endpoint_class in PRIORITY_CLASSES, probe_slot=slot)
         if self.budget is None:
             return slot
         try:
             self.budget.take(
-                priority_of(method, endpoint), cost_of(method, endpoint), service_of(endpoint)
+                priority_of(method, endpoint),
+                cost_of(method, endpoint),
+                service_of(endpoint),
+                probe=slot,
             )
         except BaseException:
             self.release(None, slot=slot)
@@ -126,12 +130,18 @@ class CircuitBreaker:
         return slot
 
     def observe(
-        self, headers: Mapping[str, str], limited_until: float | None, endpoint: str = ""
+        self,
+        headers: Mapping[str, str],
+        limited_until: float | None,
+        endpoint: str = "",
+        *,
+        sent_at: float,
     ) -> None:
-        """Learn the credential's rate limit from an answer to ``endpoint`` (see
-        :meth:`RateBudget.observe`): a rate limit holds the credential's other callers too."""
+        """Learn the credential's rate limit from an answer to ``endpoint`` sent at
+        ``sent_at`` (see :meth:`RateBudget.observe`): a rate limit holds the credential's
+        other callers too."""
         if self.budget is not None:
-            self.budget.observe(headers, limited_until, service_of(endpoint))
+            self.budget.observe(headers, limited_until, service_of(endpoint), sent_at=sent_at)
 
     def release(self, outcome: bool | None, *, slot: bool = True) -> None:
         """End one admitted call: True answered, False failed (5xx/unreachable), None

@@ -24,7 +24,9 @@ spending: every caller retries on its own. The budget spends points before sendi
   for no requests until then. Before, only an exhausted REST quota did; a 429 on one
   runner's JIT config left the other runners sending theirs into the same limit. When it
   lifts, one call goes first and the others follow its answer (at most ``probe_grace``
-  later), so the callers requeued for that instant do not all draw the next 429. A
+  later), so the callers requeued for that instant do not all draw the next 429. Neither
+  a long poll (it answers when it ends) nor an answer to a call sent before the probe (a
+  poll from before the 429) can stand for the probe's answer. A
   ``Remaining`` that falls into a priority's reserve holds that priority until the reset.
 
 * **REST only**: the Actions service (JIT configs, job acquisition, the message queue,
@@ -151,6 +153,10 @@ class RateBudget:
     """By service: a hold lifted and one call went as a probe; the others wait for its
     answer, at most until then. Without it every caller requeued for the instant the hold
     lifts sends at once and they draw the next 429 together."""
+    probe_sent: dict[str, float] = field(default_factory=dict)
+    """By service: when the probe went. Only an answer to a call sent then or later says
+    the limit has lifted; a long poll sent before the 429 may answer meanwhile, and letting
+    it release the others sent every held caller into the next 429."""
     remaining: int | None = None
     limit: int | None = None
     reset_at: float = 0.0
@@ -162,11 +168,15 @@ class RateBudget:
         self.level = min(self.policy.points, self.level + (now - self.updated) * self.policy.rate)
         self.updated = now
 
-    def take(self, priority: Priority, cost: int, service: str = "rest") -> None:
+    def take(
+        self, priority: Priority, cost: int, service: str = "rest", *, probe: bool = True
+    ) -> None:
         """Spend ``cost`` points at ``priority``, or raise :class:`RateLimited` with the
-        time the call may be sent."""
+        time the call may be sent. A call that may not ``probe`` (a long poll, whose answer
+        comes only when it ends) goes once a hold has lifted without being the probe the
+        others wait for."""
         if self.held_until or self.probe_until:
-            self._check_hold(service)
+            self._check_hold(service, probe)
         if cost == 0:
             # The Actions service (JIT configs, acquire, the message queue) is another
             # service: REST's points and hour's quota neither limit nor count its calls.
@@ -197,9 +207,9 @@ class RateBudget:
         if self.remaining is not None and now < self.reset_at:
             self.remaining -= 1
 
-    def _check_hold(self, service: str) -> None:
+    def _check_hold(self, service: str, probe: bool) -> None:
         """Raise :class:`RateLimited` while ``service`` is held or its probe is out; the
-        first call after a hold lifts is let through as the probe."""
+        first call after a hold lifts that may ``probe`` is let through as the probe."""
         now = self.clock()
         held = self.held_until.get(service)
         if held is not None:
@@ -208,23 +218,32 @@ class RateBudget:
                 raise gherrors.RateLimited(
                     f"{self.name}: rate limited; calls wait for it", until=held
                 )
+            if not probe:
+                return
             del self.held_until[service]
             self.probe_until[service] = now + self.policy.probe_grace
+            self.probe_sent[service] = now
             return
-        probe = self.probe_until.get(service)
-        if probe is not None:
-            if now < probe:
+        probe_until = self.probe_until.get(service)
+        if probe_until is not None and probe:
+            if now < probe_until:
                 raise gherrors.RateLimited(
-                    f"{self.name}: rate limited; calls wait for it", until=probe
+                    f"{self.name}: rate limited; calls wait for it", until=probe_until
                 )
             del self.probe_until[service]
 
     def observe(
-        self, headers: Mapping[str, str], limited_until: float | None, service: str = "rest"
+        self,
+        headers: Mapping[str, str],
+        limited_until: float | None,
+        service: str = "rest",
+        *,
+        sent_at: float,
     ) -> None:
-        """Learn from an answer of ``service``: its ``X-RateLimit-*`` headers and, for a
-        rate-limit answer, the time it lifts (``limited_until``, epoch seconds), which
-        holds every call of the credential to that service until then."""
+        """Learn from an answer of ``service`` to a call sent at ``sent_at``: its
+        ``X-RateLimit-*`` headers and, for a rate-limit answer, the time it lifts
+        (``limited_until``, epoch seconds), which holds every call of the credential to
+        that service until then."""
         if service == "rest":  # the Actions service's headers are not REST's hour
             remaining = header_number(headers, "x-ratelimit-remaining")
             limit = header_number(headers, "x-ratelimit-limit")
@@ -232,7 +251,8 @@ class RateBudget:
             if remaining is not None and limit is not None and reset is not None:
                 self.remaining, self.limit, self.reset_at = int(remaining), int(limit), reset
         if limited_until is None:
-            self.probe_until.pop(service, None)  # an answer after a hold: everyone may go
+            if sent_at >= self.probe_sent.get(service, 0.0):
+                self.probe_until.pop(service, None)  # the probe answered: everyone may go
             return
         if limited_until > self.held_until.get(service, 0.0):
             self.held_until[service] = limited_until

@@ -381,6 +381,7 @@ class Sender:
                     raise
             outcome: bool | None = None  # None: cancelled, nothing learnt about the host
             failure: httpx.TransportError | None = None
+            sent_at = self.clock()
             try:
                 if self.direct is not None and cache_key is None:
                     response = await self.direct.request(
@@ -408,6 +409,7 @@ class Sender:
                     response.headers,
                     self.clock() + rate_limit_wait(response, self.clock()) if limited else None,
                     endpoint,
+                    sent_at=sent_at,
                 )
             if failure is not None:
                 if attempt >= self.policy.max_attempts:

@@ -6,6 +6,9 @@ Time is an injected clock; the senders' sleeps return at once."""
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Awaitable, Callable
+
 import httpx
 import pytest
 from prometheus_client import CollectorRegistry
@@ -53,8 +56,13 @@ class FakeGitHub:
         return sum(1 for s in self.sent if s.endswith("/generatejitconfig"))
 
 
-def _sender(fake: FakeGitHub, reg: BreakerRegistry, clock: Clock) -> Sender:
-    """One caller (a runner's reconcile, a listener) with the controllers' retry policy."""
+def _sender(
+    fake: Callable[[httpx.Request], httpx.Response | Awaitable[httpx.Response]],
+    reg: BreakerRegistry,
+    clock: Clock,
+) -> Sender:
+    """One caller (a runner's reconcile, a listener) with the controllers' retry policy;
+    ``fake`` may hold an answer back (a long poll, a slow probe)."""
     client = make_http_client(
         metrics=GitHubMetrics(CollectorRegistry()),
         scope="test",
@@ -154,25 +162,109 @@ def test_one_call_probes_when_a_hold_lifts() -> None:
     others wait for its answer (at most the probe grace), not all into the next 429."""
     clock = Clock()
     budget = RateBudget("gh", BudgetPolicy(probe_grace=1.0), clock)
-    budget.observe({"Retry-After": "4"}, 1004.0, "actions")
+    budget.observe({"Retry-After": "4"}, 1004.0, "actions", sent_at=clock.now)
     clock.now = 1004.0
     budget.take(Priority.HIGH, 0, "actions")  # the probe
     with pytest.raises(gherrors.RateLimited) as wait:
         budget.take(Priority.HIGH, 0, "actions")
     assert wait.value.until == 1005.0
     budget.take(Priority.HIGH, 5, "rest")  # the other service is not held
-    budget.observe({"Retry-After": "4"}, 1008.0, "actions")  # the probe drew another 429
+    budget.observe({"Retry-After": "4"}, 1008.0, "actions", sent_at=1004.0)  # another 429
     clock.now = 1007.9
     with pytest.raises(gherrors.RateLimited):
         budget.take(Priority.HIGH, 0, "actions")
     clock.now = 1008.0
     budget.take(Priority.HIGH, 0, "actions")  # the next probe
-    budget.observe({}, None, "actions")  # answered: everyone goes
+    budget.observe({}, None, "actions", sent_at=1008.0)  # answered: everyone goes
     for _ in range(3):
         budget.take(Priority.HIGH, 0, "actions")
-    budget.observe({"Retry-After": "2"}, 1010.0, "actions")
+    budget.observe({"Retry-After": "2"}, 1010.0, "actions", sent_at=clock.now)
     clock.now = 1010.0
     budget.take(Priority.HIGH, 0, "actions")  # a probe that never answers (cancelled)
     clock.now = 1011.0
     budget.take(Priority.HIGH, 0, "actions")  # the grace is over: the others go
     budget.take(Priority.HIGH, 0, "actions")
+
+
+def test_only_an_answer_sent_after_the_hold_lifts_releases_the_probe_wait() -> None:
+    """A listener's long poll sent before a 429 answers while the probe is out: it says
+    nothing about the limit, so the others keep waiting for the probe. When it released
+    them, every pending runner followed into the next 429 whenever a poll returned."""
+    clock = Clock()
+    budget = RateBudget("gh", BudgetPolicy(probe_grace=1.0), clock)
+    poll_sent = clock.now
+    budget.observe({"Retry-After": "4"}, 1004.0, "actions", sent_at=clock.now)
+    clock.now = 1004.0
+    budget.take(Priority.HIGH, 0, "actions")  # the probe
+    clock.now = 1004.2
+    budget.observe({}, None, "actions", sent_at=poll_sent)  # the poll from before the hold
+    with pytest.raises(gherrors.RateLimited) as wait:
+        budget.take(Priority.HIGH, 0, "actions")
+    assert wait.value.until == 1005.0
+    budget.observe({}, None, "actions", sent_at=1004.0)  # the probe's own answer
+    budget.take(Priority.HIGH, 0, "actions")
+
+
+async def test_a_long_poll_from_before_a_hold_does_not_release_the_held_runners() -> None:
+    """The same through the client: the poll's send time travels with its answer."""
+    clock = Clock()
+    reg = BreakerRegistry(POLICY, clock=clock)
+    poll_gate, probe_gate = asyncio.Event(), asyncio.Event()
+    jit_status, probes = [429], []
+
+    async def github(request: httpx.Request) -> httpx.Response:
+        if request.url.path.endswith("/messages"):
+            await poll_gate.wait()
+            return httpx.Response(202)
+        if jit_status[0] == 201 and not probes:
+            probes.append(request)
+            await probe_gate.wait()
+        return httpx.Response(jit_status[0], headers={"Retry-After": "4"}, json={})
+
+    listener, first, second = (_sender(github, reg, clock) for _ in range(3))
+    poll = asyncio.create_task(
+        listener.send("GET", f"{HOST}/_services/broker/s/messages", endpoint="{messageQueueUrl}")
+    )
+    await asyncio.sleep(0)
+    assert (await first.send("POST", JIT_URL, endpoint=JIT)).status_code == 429
+    clock.now = 1004.0
+    jit_status[0] = 201
+    probe = asyncio.create_task(first.send("POST", JIT_URL, endpoint=JIT))
+    await asyncio.sleep(0.01)
+    poll_gate.set()
+    assert (await poll).status_code == 202
+    with pytest.raises(gherrors.RateLimited):
+        await second.send("POST", JIT_URL, endpoint=JIT)
+    probe_gate.set()
+    assert (await probe).status_code == 201
+    assert (await second.send("POST", JIT_URL, endpoint=JIT)).status_code == 201
+
+
+async def test_a_long_poll_does_not_become_the_probe_when_a_hold_lifts() -> None:
+    """A listener's poll is often the first call once a 429's hold lifts. As the probe it
+    would answer only when its long poll ends, so after the grace every held runner went
+    at once and drew the next 429 (8 runners, 3 holds: 24 JIT calls instead of ~10)."""
+    clock = Clock()
+    reg = BreakerRegistry(POLICY, clock=clock)
+    poll_gate = asyncio.Event()
+    jit_status = [429]
+
+    async def github(request: httpx.Request) -> httpx.Response:
+        if request.url.path.endswith("/messages"):
+            await poll_gate.wait()
+            return httpx.Response(202)
+        return httpx.Response(jit_status[0], headers={"Retry-After": "4"}, json={})
+
+    listener, first, second = (_sender(github, reg, clock) for _ in range(3))
+    assert (await first.send("POST", JIT_URL, endpoint=JIT)).status_code == 429
+    clock.now = 1004.0
+    poll = asyncio.create_task(
+        listener.send("GET", f"{HOST}/_services/broker/s/messages", endpoint="{messageQueueUrl}")
+    )
+    await asyncio.sleep(0.01)
+    assert (await first.send("POST", JIT_URL, endpoint=JIT)).status_code == 429  # the probe
+    clock.now = 1005.5  # past the probe grace, the poll still out
+    with pytest.raises(gherrors.RateLimited):  # the probe's 429 holds it until 1008
+        await second.send("POST", JIT_URL, endpoint=JIT)
+    poll_gate.set()
+    assert (await poll).status_code == 202

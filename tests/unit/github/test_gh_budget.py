@@ -175,6 +175,7 @@ def test_actions_service_calls_neither_spend_nor_wait_for_the_rest_quota(
     budget.observe(
         {"x-ratelimit-remaining": "300", "x-ratelimit-limit": "5000", "x-ratelimit-reset": "3600"},
         None,
+        sent_at=0.0,
     )
     for _ in range(5000):
         budget.take(priority, cost_of("POST", JIT))
