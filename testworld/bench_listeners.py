@@ -117,6 +117,9 @@ class RunResult:
     """CPU seconds of the API server and etcd in the run."""
     control_plane_cpu_idle: float = 0.0
     """CPU seconds of the API server and etcd in the idle window."""
+    apiserver_time: dict[str, tuple[float, int]] = field(default_factory=dict)
+    """The API server's time (handler seconds summed, requests) by verb and resource during
+    the workload, largest first: which requests its CPU went to, whoever sent them."""
     stages: dict[str, dict[str, float]] = field(default_factory=dict)
     """Where the pickups went (the whole-system bench's breakdown, p50 / p99 per stage)."""
     slowest: list[tuple[float, dict[str, float]]] = field(default_factory=list)
@@ -167,6 +170,43 @@ def listener_pids(parent: int) -> list[int]:
         if b"gharc" in argv and b"listener" in argv:
             pids.append(int(entry))
     return pids
+
+
+def apiserver_time(cp: Any) -> dict[str, tuple[float, int]]:
+    """The API server's request handling so far: (seconds, requests) by ``verb resource``
+    (with ``/subresource``), from its ``apiserver_request_duration_seconds``; watches are
+    left out (their duration is how long they stayed open)."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    out: dict[str, tuple[float, int]] = {}
+    text = cp.admin_get_text("/metrics")
+    for family in text_string_to_metric_families(text):
+        if family.name != "apiserver_request_duration_seconds":
+            continue
+        for sample in family.samples:
+            kind = sample.name.rsplit("_", 1)[-1]
+            verb = sample.labels.get("verb", "")
+            if kind not in ("sum", "count") or verb in ("WATCH", "CONNECT"):
+                continue
+            sub = sample.labels.get("subresource", "")
+            key = f"{verb.lower()} {sample.labels.get('resource', '')}" + (f"/{sub}" if sub else "")
+            seconds, count = out.get(key, (0.0, 0))
+            if kind == "sum":
+                out[key] = (seconds + sample.value, count)
+            else:
+                out[key] = (seconds, count + int(sample.value))
+    return out
+
+
+def _time_delta(
+    after: dict[str, tuple[float, int]], before: dict[str, tuple[float, int]]
+) -> dict[str, tuple[float, int]]:
+    delta = {
+        key: (s - before.get(key, (0.0, 0))[0], n - before.get(key, (0.0, 0))[1])
+        for key, (s, n) in after.items()
+    }
+    ranked = sorted(((k, v) for k, v in delta.items() if v[1] > 0), key=lambda kv: -kv[1][0])
+    return {k: (round(s, 2), n) for k, (s, n) in ranked}
 
 
 def _cpu(pids: list[int]) -> dict[int, float]:
@@ -284,6 +324,7 @@ class ListenerRun:
             metrics_url = f"http://127.0.0.1:{world.metrics_port}/metrics"
             lag_before = await scrape_buckets(metrics_url, LOOP_LAG)
             calls_before = _calls(gh.call_table(), await world.kube_calls())
+            served_before = await asyncio.to_thread(apiserver_time, cp)
             harness0 = proc_cpu_seconds(me)
             plane0 = sum(_cpu(plane).values())
             harness_lag: list[float] = []
@@ -292,6 +333,8 @@ class ListenerRun:
             res.harness_cpu_run = proc_cpu_seconds(me) - harness0
             res.control_plane_cpu_run = sum(_cpu(plane).values()) - plane0
             res.harness_lag_p99 = round(percentile(harness_lag, 99), 3)
+            served = await asyncio.to_thread(apiserver_time, cp)
+            res.apiserver_time = _time_delta(served, served_before)
             lag = _bucket_delta(await scrape_buckets(metrics_url, LOOP_LAG), lag_before)
             calls = _calls(gh.call_table(), await world.kube_calls())
             calls.subtract(calls_before)
@@ -483,6 +526,16 @@ def _stage_lines(r: RunResult) -> list[str]:
     if r.calls_per_job:
         lines.append(f"N={r.scale_sets}: calls per job during the workload")
         lines.extend(f"  {key:<60} {n:6.2f}" for key, n in r.calls_per_job.items())
+    if r.apiserver_time:
+        total = sum(s for s, _ in r.apiserver_time.values())
+        lines.append(
+            f"N={r.scale_sets}: the API server's request time during the workload, every "
+            f"client ({total:.1f} s in all; top 12: s, requests, ms each)"
+        )
+        lines.extend(
+            f"  {key:<60} {sec:6.2f} {n:6d} {1000 * sec / n:7.2f}"
+            for key, (sec, n) in list(r.apiserver_time.items())[:12]
+        )
     return lines
 
 

@@ -88,6 +88,12 @@ BUSY_REQUEUE = 30.0
 #: runner moves through four or five buckets, and one write per move was the controller's
 #: biggest call count. Nothing decides on these counts; they are for people and the ARS.
 STATUS_INTERVAL = 2.0
+#: A count change waits this long before it is written, so the runner states a job passes
+#: through quickly (Pending for a few seconds; all of it, for a short job) are one write
+#: or none: where each set sees a job now and then (a thousand quiet sets), the leading
+#: Pending write and the cleanup marker were two writes of the set, and two of its
+#: AutoscalingRunnerSet, per job, beside the job's own pickup in the API server.
+STATUS_SETTLE = 2.0
 
 
 # --- buckets -----------------------------------------------------------------------------
@@ -212,6 +218,8 @@ class EphemeralRunnerSetReconciler:
         self._uids: dict[Request, str] = {}
         self._status_written: dict[str, float] = {}
         """Set uid -> monotonic time of its last status count write."""
+        self._status_stale: dict[str, float] = {}
+        """Set uid -> monotonic time its counts first differed from its status, unwritten."""
         self._failed: dict[str, fb.Streak] = {}
         """Set uid -> the Failed-runner replace streak this process last wrote."""
         self._backoff_reported: dict[str, float] = {}
@@ -244,6 +252,7 @@ class EphemeralRunnerSetReconciler:
         gone = self._uids.pop(request, "")
         self._expectations.forget(gone)
         self._status_written.pop(gone, None)
+        self._status_stale.pop(gone, None)
         self._markers.pop(gone, None)
         self._failed.pop(gone, None)
         self._backoff_reported.pop(gone, None)
@@ -724,22 +733,31 @@ class EphemeralRunnerSetReconciler:
         }
 
     async def _update_status(self, ers: JSON, b: Buckets) -> Result | None:
-        """Write the counts when they changed, at most every STATUS_INTERVAL (the phase at
-        once); a write held back is made by the requeue this returns."""
+        """Write the counts once they have differed for STATUS_SETTLE, at most every
+        STATUS_INTERVAL (the phase at once); a write held back is made by the requeue this
+        returns, with the counts as they are then (the same as written: no write)."""
         status = objects.status_of(ers)
         desired = self._counts(ers, b)
         phase = desired["phase"]
-        if all(status.get(k) == v for k, v in desired.items()):
-            return None
         uid = str(objects.meta(ers).get("uid"))
-        since = time.monotonic() - self._status_written.get(uid, float("-inf"))
-        if since < STATUS_INTERVAL and status.get("phase") == phase:
-            return Result(requeue_after=STATUS_INTERVAL - since)
+        if all(status.get(k) == v for k, v in desired.items()):
+            self._status_stale.pop(uid, None)
+            return None
+        now = time.monotonic()
+        if status.get("phase") == phase:
+            stale = self._status_stale.setdefault(uid, now)
+            wait = max(
+                STATUS_INTERVAL - (now - self._status_written.get(uid, float("-inf"))),
+                STATUS_SETTLE - (now - stale),
+            )
+            if wait > 0:
+                return Result(requeue_after=wait)
         try:
             await self.kube.patch_status(EPHEMERAL_RUNNER_SETS, ers, {"status": desired})
         except kerrors.NotFound:
             return None
         self._status_written[uid] = time.monotonic()
+        self._status_stale.pop(uid, None)
         return None
 
     def _publish_metrics(self, ers: JSON, b: Buckets) -> None:
