@@ -75,6 +75,11 @@ class ListenerBenchOptions:
     run_timeout: float = 240.0
     """Seconds for a run's workload to complete."""
     poll_timeout: float = 50.0
+    limit_range: bool = False
+    """Give every scale set's namespace a LimitRange (for PVCs: pods get nothing from it),
+    as multi-tenant clusters often do. The API server's LimitRanger admission lists a
+    namespace's LimitRanges afresh on a pod create when it caches none and has not looked
+    in 30 s: in a thousand quiet namespaces, once per runner pod."""
     seed: int = 42
     out: Path | None = None
     progress: bool = True
@@ -170,6 +175,13 @@ def listener_pids(parent: int) -> list[int]:
         if b"gharc" in argv and b"listener" in argv:
             pids.append(int(entry))
     return pids
+
+
+#: A LimitRange that constrains PersistentVolumeClaims only (``--limit-range``).
+PVC_LIMIT_RANGE: dict[str, Any] = {
+    "metadata": {"name": "claims"},
+    "spec": {"limits": [{"type": "PersistentVolumeClaim", "max": {"storage": "1Ti"}}]},
+}
 
 
 def apiserver_time(cp: Any) -> dict[str, tuple[float, int]]:
@@ -296,6 +308,10 @@ class ListenerRun:
             assert pid is not None
             t0 = time.monotonic()
             for name in names:
+                if opts.limit_range:
+                    await world.ensure_namespace(name)
+                    body: Any = PVC_LIMIT_RANGE
+                    await world.core.create_namespaced_limit_range(name, body)
                 await world.apply_scale_set(name, name, max_runners=opts.max_runners)
             deadline = t0 + opts.setup_timeout
             for name in names:
@@ -560,6 +576,7 @@ def run(opts: ListenerBenchOptions, *, suite: str = "listeners") -> int:
         f"bench --suite {suite}: {opts.jobs} jobs at {opts.rate}/s, jobs "
         f"{opts.job_seconds[0]}-{opts.job_seconds[1]} s; in-process N={list(opts.sizes)}"
         + (f", pod N={list(opts.pod_sizes)}" if "Pod" in opts.modes else "")
+        + ("; a LimitRange in every namespace" if opts.limit_range else "")
         + f"; load {os.getloadavg()[0]:.2f}",
         flush=True,
     )

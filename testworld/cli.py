@@ -134,6 +134,9 @@ def bench(
     idle_samples: int = typer.Option(
         10, help="jobs suite: single-replica patches timed to their pod when idle (0: skip)."
     ),
+    limit_range: bool = typer.Option(
+        False, help="scale suite: a LimitRange (PVCs only) in every scale set's namespace."
+    ),
     rounds: int = typer.Option(
         4, help="fairness suite: quiet + burst rounds, pooled (30 trickle jobs a phase each)."
     ),
@@ -203,6 +206,7 @@ def bench(
             settle_seconds=settle_seconds,
             run_timeout=min(timeout, 240.0),
             poll_timeout=poll_timeout,
+            limit_range=limit_range,
             seed=seed,
             out=Path(out) if out else None,
         )
