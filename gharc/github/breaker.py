@@ -122,6 +122,7 @@ class CircuitBreaker:
                 priority_of(method, endpoint),
                 cost_of(method, endpoint),
                 service_of(endpoint),
+                endpoint=endpoint,
                 probe=slot,
             )
         except BaseException:
@@ -141,7 +142,9 @@ class CircuitBreaker:
         ``sent_at`` (see :meth:`RateBudget.observe`): a rate limit holds the credential's
         other callers too."""
         if self.budget is not None:
-            self.budget.observe(headers, limited_until, service_of(endpoint), sent_at=sent_at)
+            self.budget.observe(
+                headers, limited_until, service_of(endpoint), sent_at=sent_at, endpoint=endpoint
+            )
 
     def release(self, outcome: bool | None, *, slot: bool = True) -> None:
         """End one admitted call: True answered, False failed (5xx/unreachable), None

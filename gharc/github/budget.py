@@ -24,9 +24,10 @@ spending: every caller retries on its own. The budget spends points before sendi
   for no requests until then. Before, only an exhausted REST quota did; a 429 on one
   runner's JIT config left the other runners sending theirs into the same limit. When it
   lifts, one call goes first and the others follow its answer (at most ``probe_grace``
-  later), so the callers requeued for that instant do not all draw the next 429. Neither
-  a long poll (it answers when it ends) nor an answer to a call sent before the probe (a
-  poll from before the 429) can stand for the probe's answer. A
+  later), so the callers requeued for that instant do not all draw the next 429. The probe
+  is a call to the endpoint that drew the 429; neither a long poll (it answers when it
+  ends), nor a call to another endpoint (GitHub's secondary limits are by kind of call),
+  nor one sent before the probe (a poll from before the 429) stands for its answer. A
   ``Remaining`` that falls into a priority's reserve holds that priority until the reset.
 
 * **REST only**: the Actions service (JIT configs, job acquisition, the message queue,
@@ -157,6 +158,11 @@ class RateBudget:
     """By service: when the probe went. Only an answer to a call sent then or later says
     the limit has lifted; a long poll sent before the 429 may answer meanwhile, and letting
     it release the others sent every held caller into the next 429."""
+    limited_by: dict[str, str] = field(default_factory=dict)
+    """By service: the endpoint whose rate-limit answer set the hold. Only a call to it
+    probes when the hold lifts, and only its answer releases the others: GitHub's secondary
+    limits are by kind of call, so a statistics read answering 200 says nothing about the
+    JIT configs that drew the 429 (as the probe it sent every held runner into the next)."""
     remaining: int | None = None
     limit: int | None = None
     reset_at: float = 0.0
@@ -169,14 +175,21 @@ class RateBudget:
         self.updated = now
 
     def take(
-        self, priority: Priority, cost: int, service: str = "rest", *, probe: bool = True
+        self,
+        priority: Priority,
+        cost: int,
+        service: str = "rest",
+        *,
+        endpoint: str = "",
+        probe: bool = True,
     ) -> None:
-        """Spend ``cost`` points at ``priority``, or raise :class:`RateLimited` with the
-        time the call may be sent. A call that may not ``probe`` (a long poll, whose answer
-        comes only when it ends) goes once a hold has lifted without being the probe the
-        others wait for."""
+        """Spend ``cost`` points at ``priority`` on a call to ``endpoint``, or raise
+        :class:`RateLimited` with the time the call may be sent. A call that may not
+        ``probe`` (a long poll, whose answer comes only when it ends), or to another
+        endpoint than the one limited, goes once a hold has lifted without being the probe
+        the others wait for."""
         if self.held_until or self.probe_until:
-            self._check_hold(service, probe)
+            self._check_hold(service, probe and endpoint == self.limited_by.get(service, ""))
         if cost == 0:
             # The Actions service (JIT configs, acquire, the message queue) is another
             # service: REST's points and hour's quota neither limit nor count its calls.
@@ -239,8 +252,9 @@ class RateBudget:
         service: str = "rest",
         *,
         sent_at: float,
+        endpoint: str = "",
     ) -> None:
-        """Learn from an answer of ``service`` to a call sent at ``sent_at``: its
+        """Learn from an answer of ``service`` to a call to ``endpoint`` sent at ``sent_at``: its
         ``X-RateLimit-*`` headers and, for a rate-limit answer, the time it lifts
         (``limited_until``, epoch seconds), which holds every call of the credential to
         that service until then."""
@@ -251,11 +265,13 @@ class RateBudget:
             if remaining is not None and limit is not None and reset is not None:
                 self.remaining, self.limit, self.reset_at = int(remaining), int(limit), reset
         if limited_until is None:
-            if sent_at >= self.probe_sent.get(service, 0.0):
+            probe_answer = sent_at >= self.probe_sent.get(service, 0.0)
+            if probe_answer and endpoint == self.limited_by.get(service, ""):
                 self.probe_until.pop(service, None)  # the probe answered: everyone may go
             return
         if limited_until > self.held_until.get(service, 0.0):
             self.held_until[service] = limited_until
+            self.limited_by[service] = endpoint
             self.probe_until.pop(service, None)
             wait = max(0.0, limited_until - self.clock())
             log.warning(

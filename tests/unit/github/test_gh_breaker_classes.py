@@ -268,3 +268,35 @@ async def test_a_long_poll_does_not_become_the_probe_when_a_hold_lifts() -> None
         await second.send("POST", JIT_URL, endpoint=JIT)
     poll_gate.set()
     assert (await poll).status_code == 202
+
+
+async def test_only_the_limited_endpoint_probes_when_a_hold_lifts() -> None:
+    """A 429 on JIT configs holds the whole Actions service, but a statistics read that
+    answers 200 once it lifts says nothing about the JIT configs' limit (GitHub's
+    secondary limits are by kind of call). As the probe it released every held runner at
+    once, each into the next 429 (7 of 8 in one CI run); now it goes without being the
+    probe, and the runners wait for a JIT config's answer."""
+    clock = Clock()
+    reg = BreakerRegistry(POLICY, clock=clock)
+    jit_gate = asyncio.Event()
+    jit_calls: list[float] = []
+
+    async def github(request: httpx.Request) -> httpx.Response:
+        if request.url.path.endswith("/generatejitconfig"):
+            jit_calls.append(clock.now)
+            if len(jit_calls) == 2:  # the probe: answered when the test says
+                await jit_gate.wait()
+            return httpx.Response(429, headers={"Retry-After": "4"}, json={})
+        return httpx.Response(200, json={})
+
+    listener, first, second = (_sender(github, reg, clock) for _ in range(3))
+    assert (await first.send("POST", JIT_URL, endpoint=JIT)).status_code == 429
+    clock.now = 1004.0
+    assert (await listener.send("GET", STATS_URL, endpoint=STATS)).status_code == 200
+    probe = asyncio.create_task(first.send("POST", JIT_URL, endpoint=JIT))
+    await asyncio.sleep(0.01)  # the probe is out, unanswered
+    with pytest.raises(gherrors.RateLimited):
+        await second.send("POST", JIT_URL, endpoint=JIT)
+    jit_gate.set()
+    assert (await probe).status_code == 429
+    assert len(jit_calls) == 2
