@@ -107,10 +107,8 @@ async def _apiserver_requests(world: Any) -> Counter[str]:
     (the controller's and the kubelet simulator's), as the API server counted them."""
     from testworld.world import parse_samples
 
-    raw = await world.api.call_api("/metrics", "GET", _preload_content=False)
-    response = raw[0] if isinstance(raw, tuple) else raw
     counts: Counter[str] = Counter()
-    for labels, value in parse_samples(await response.text(), "apiserver_request_total"):
+    for labels, value in parse_samples(await world.apiserver_metrics(), "apiserver_request_total"):
         if labels.get("verb") in ("WATCH", "LIST") or labels.get("group") == "coordination.k8s.io":
             continue
         sub = labels.get("subresource")

@@ -184,15 +184,14 @@ PVC_LIMIT_RANGE: dict[str, Any] = {
 }
 
 
-def apiserver_time(cp: Any) -> dict[str, tuple[float, int]]:
+async def apiserver_time(world: Any) -> dict[str, tuple[float, int]]:
     """The API server's request handling so far: (seconds, requests) by ``verb resource``
     (with ``/subresource``), from its ``apiserver_request_duration_seconds``; watches are
     left out (their duration is how long they stayed open)."""
     from prometheus_client.parser import text_string_to_metric_families
 
     out: dict[str, tuple[float, int]] = {}
-    text = cp.admin_get_text("/metrics")
-    for family in text_string_to_metric_families(text):
+    for family in text_string_to_metric_families(await world.apiserver_metrics()):
         if family.name != "apiserver_request_duration_seconds":
             continue
         for sample in family.samples:
@@ -340,7 +339,7 @@ class ListenerRun:
             metrics_url = f"http://127.0.0.1:{world.metrics_port}/metrics"
             lag_before = await scrape_buckets(metrics_url, LOOP_LAG)
             calls_before = _calls(gh.call_table(), await world.kube_calls())
-            served_before = await asyncio.to_thread(apiserver_time, cp)
+            served_before = await apiserver_time(world)
             harness0 = proc_cpu_seconds(me)
             plane0 = sum(_cpu(plane).values())
             harness_lag: list[float] = []
@@ -349,7 +348,7 @@ class ListenerRun:
             res.harness_cpu_run = proc_cpu_seconds(me) - harness0
             res.control_plane_cpu_run = sum(_cpu(plane).values()) - plane0
             res.harness_lag_p99 = round(percentile(harness_lag, 99), 3)
-            served = await asyncio.to_thread(apiserver_time, cp)
+            served = await apiserver_time(world)
             res.apiserver_time = _time_delta(served, served_before)
             lag = _bucket_delta(await scrape_buckets(metrics_url, LOOP_LAG), lag_before)
             calls = _calls(gh.call_table(), await world.kube_calls())

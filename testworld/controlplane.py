@@ -311,15 +311,6 @@ class ControlPlane:
             time.sleep(0.1)
         raise ControlPlaneError("namespace 'default' did not appear within 15 s")
 
-    def admin_get_text(self, path: str) -> str:
-        """GET ``path`` as the cluster admin and return the body (``/metrics``, for one)."""
-        assert self._tmp is not None
-        certs = self._tmp / "certs"
-        ctx = ssl.create_default_context(cafile=str(certs / "serving-ca.crt"))
-        ctx.load_cert_chain(str(certs / "admin.crt"), str(certs / "admin.key"))
-        with urllib.request.urlopen(self.server_url + path, timeout=10, context=ctx) as resp:
-            return str(resp.read().decode())
-
     def _admin_get(self, path: str) -> int:
         assert self._tmp is not None
         certs = self._tmp / "certs"

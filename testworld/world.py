@@ -365,6 +365,13 @@ class World:
     async def kube_calls(self) -> dict[str, int]:
         return await scrape_kube_calls(f"http://127.0.0.1:{self.metrics_port}/metrics")
 
+    async def apiserver_metrics(self) -> str:
+        """The API server's own ``/metrics`` text, read as the admin."""
+        assert self.api is not None
+        raw = await self.api.call_api("/metrics", "GET", _preload_content=False)
+        response = raw[0] if isinstance(raw, tuple) else raw
+        return str(await response.text())
+
     def runners_created(self) -> int:
         """JIT configs handed out by GitHub: one per runner the controller created."""
         return self.github.calls("*generatejitconfig*", method="POST", status=200)
