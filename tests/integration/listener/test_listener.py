@@ -48,7 +48,18 @@ async def test_jobs_scale_up_capped_then_completions_scale_down(world: World) ->
         for rid in started:
             assert rid is not None
             world.finish(rid, "failed")
-        # all done: back to min_runners, then the idle patch ID 0 once nothing moves
+        # all done: back to min_runners, then the idle patch ID 0 once nothing moves. The two
+        # completions may come in separate messages with an idle cycle between (an idle
+        # (1, 0), then a fresh ID for the second, then (1, 0) again), so the set showing
+        # (1, 0) is not enough: wait until both are handled and two more polls have ended
+        # (the cycle that handled the last one has published, then an idle one has).
+        await eventually(
+            lambda: _true(sum(listener.handler.completed_by_result.values()) == 5),
+            timeout=10,
+            message="both failed completions handled",
+        )
+        polls = listener.polls
+        await eventually(lambda: _true(listener.polls >= polls + 2), timeout=10)
         await eventually(lambda: _eq(world.spec(), (1, 0)), timeout=10, message="idle at min")
         sent = list(listener.patcher.sent)  # type: ignore[attr-defined]
         _patches_follow_the_rules(sent, 1)
