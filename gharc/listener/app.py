@@ -452,7 +452,7 @@ class Listener:
     async def publish(self, *, changed_only: bool = False) -> bool:
         """Patch the EphemeralRunnerSet when the plan says so; True if a patch landed.
 
-        ``changed_only`` (after a message): only when the target changed or a job started or
+        ``changed_only`` (after a message): only when the target changed or a job
         completed (:meth:`Scaler.plan`). A patch that keeps failing is left for the next
         cycle: the plan (and the dirty flag) is only committed after the API server
         accepted it.

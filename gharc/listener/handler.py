@@ -2,9 +2,12 @@
 
 The order matters. Available jobs are acquired in one call per message (one API call for a
 burst of 100 jobs, not 100). JobStarted writes the job onto the EphemeralRunner so the
-controller knows the runner is busy and never scales it down. JobStarted and JobCompleted
-mark the scaler dirty, so the next patch carries a fresh ID and the controller re-counts
-(cleaning up finished runners) instead of treating the state as idle. The message is
+controller knows the runner is busy and never scales it down. JobCompleted marks the scaler
+dirty, so the next patch carries a fresh ID and the controller re-counts (cleaning up
+finished runners) instead of treating the state as idle. A JobStarted does not: ARC patches
+the set for it with a fresh ID and the same count, but nothing has finished and the
+runner's busy mark is its status write, so that patch (a quarter of a quiet set's
+EphemeralRunnerSet writes per job) would only make the controller count again. The message is
 deleted (acknowledged) only after all of that, so a crash in the middle redelivers it;
 every step is idempotent, which makes the redelivery harmless.
 
@@ -193,7 +196,6 @@ class MessageHandler:
             await self._acquire(rest, result)
 
     async def _job_started(self, job: JobStarted, result: BatchResult) -> None:
-        self.scaler.mark_dirty()
         if self.metrics is not None:
             self.metrics.record_job_started(job)
         if not job.runner_name:

@@ -9,16 +9,20 @@ behaviours.md B3). So the ID is a message to the controller, and the rules below
 * a sequence starts at -1 and goes up by one on every publish; after ``2**31 - 1`` it wraps
   to 0 and is incremented again (so the next ID is 1: 0 stays reserved for "idle");
 * the published ID is the sequence, except 0 when nothing happened since the previous
-  publish (no JobStarted/JobCompleted), the target did not change and equals
-  ``min_runners``: the idle steady state, in which the controller may trim idle runners.
+  publish (no JobCompleted), the target did not change and equals ``min_runners``: the idle
+  steady state, in which the controller may trim idle runners.
+
+ARC counts a JobStarted as something happening too; gharc does not (the handler says why):
+a started job changes no count and finishes no runner, and a set at ``min_runners`` with a
+job running is not idle by its counts anyway (the job is assigned).
 
 gharc adds one rule ARC lacks: a patch identical to the previous one (same replicas, same
 ID, which only the idle ``0`` can produce) is not sent, so an idle listener does not write
 the API server every long poll. A non-idle evaluation of a poll cycle always gets a fresh
 ID, which is what makes the controller re-check a shortfall every cycle. After a message,
 publishing only what changed, nothing is published when the target equals the last one
-published and no job started or completed (``changed_only``): such a message (a JobAvailable, a
-JobAssigned with counts that did not move) tells the controller nothing, and one job would
+published and no job completed (``changed_only``): such a message (a JobAvailable, a
+JobAssigned or JobStarted with counts that did not move) tells the controller nothing, and one job would
 otherwise cost two writes of the EphemeralRunnerSet and two reconciles.
 
 Planning and committing are separate so a failed Kubernetes patch changes nothing: the same
@@ -68,7 +72,8 @@ class Scaler:
             self.seq = patch_id
 
     def mark_dirty(self) -> None:
-        """A JobStarted or JobCompleted arrived: the next patch must carry a fresh ID."""
+        """A JobCompleted arrived (or a count must be re-sent): the next patch must carry a
+        fresh ID."""
         self.dirty = True
 
     def target_for(self, assigned_jobs: int, min_runners: int | None = None, extra: int = 0) -> int:

@@ -95,6 +95,27 @@ async def test_job_started_patches_runner_status_and_missing_runner_is_ignored()
         assert patcher.replicas[-1] == (2, 1)
 
 
+async def test_a_job_started_alone_writes_no_set_patch() -> None:
+    """A JobStarted moves no count and finishes no runner: its runner's status write is the
+    one write it needs, not a fresh patch ID on the set as well (ARC sends one)."""
+    api, patcher = FakeActions(initial_assigned=1), FakePatcher(runners={"runner-a"})
+    listener = Listener(config(), api, patcher)
+    async with running(listener):
+        await until(lambda: patcher.replicas == [(1, 0)])
+        before = list(patcher.replicas)
+        started = [job("JobStarted", 21, runnerName="runner-a", runnerId=5)]
+        api.queue.put_nowait(message(1, started, assigned=1))
+        # the next poll (acknowledging message 1) starts after the message's publish
+        await until(lambda: api.calls[-1][:2] == ("get", 1))
+        assert patcher.runner_status["runner-a"]["jobRequestId"] == 21
+        assert patcher.replicas == before
+        # a completion still gets its fresh ID at once
+        done = [job("JobCompleted", 21, result="succeeded", runnerName="runner-a")]
+        api.queue.put_nowait(message(2, done, assigned=1))
+        await until(lambda: len(patcher.replicas) == len(before) + 1)
+        assert patcher.replicas[-1][0] == 1 and patcher.replicas[-1][1] > 0
+
+
 async def test_completions_scale_down_then_idle_zero_then_quiet() -> None:
     api, patcher = FakeActions(initial_assigned=2), FakePatcher()
     listener = Listener(config(), api, patcher)
