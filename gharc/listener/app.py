@@ -250,12 +250,17 @@ class Listener:
         The count must not be the one N was built from (the completion may not have reached
         this listener yet), so the statistics are read fresh from the service first: a
         runner reports its job complete before its pod exits, so they include it.
+
+        A marker for a patch of 0 replicas is not answered: the suppression only holds back
+        creating runners, and at 0 there is nothing to create. That is how a quiet set's
+        job ends (the completion's patch, then its cleanup), and the answer cost it a
+        statistics read from the service and one more patch and reconcile of the set.
         """
         try:
             async for marker in markers:
                 self._marker_seen = marker
                 last = self.scaler.last_published
-                if marker <= 0 or last is None or marker != last.patch_id:
+                if marker <= 0 or last is None or marker != last.patch_id or last.replicas == 0:
                     continue
                 try:
                     rss = await self._retry(

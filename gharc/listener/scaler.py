@@ -22,8 +22,8 @@ the API server every long poll. A non-idle evaluation of a poll cycle always get
 ID, which is what makes the controller re-check a shortfall every cycle. After a message,
 publishing only what changed, nothing is published when the target equals the last one
 published and no job completed (``changed_only``): such a message (a JobAvailable, a
-JobAssigned or JobStarted with counts that did not move) tells the controller nothing, and one job would
-otherwise cost two writes of the EphemeralRunnerSet and two reconciles.
+JobAssigned or JobStarted with counts that did not move) tells the controller nothing, and
+one job would otherwise cost two writes of the EphemeralRunnerSet and two reconciles.
 
 Planning and committing are separate so a failed Kubernetes patch changes nothing: the same
 plan (and the dirty flag) is retried on the next cycle.

@@ -62,6 +62,28 @@ async def test_cleanup_marker_for_the_latest_patch_gets_a_fresh_patch_at_once(
         await eventually(lambda: listener.cleanups_answered == 1, message="answer counted")
 
 
+async def test_a_marker_for_a_patch_of_zero_replicas_is_not_answered(world: World) -> None:
+    """The set's suppression only holds back creates: a cleanup after the count went to 0
+    (how a quiet set's job ends) needs no fresh count, so no statistics read, no patch."""
+    world.gh.state.poll_timeout = LONG_POLL
+    async with in_process(world, min_runners=0, max_runners=10) as listener:
+        world.enqueue(1)
+        await eventually(lambda: _nonzero_spec(world), timeout=10, message="scale up")
+        rid = world.start_runner("runner-0")
+        assert rid is not None
+        world.finish(rid)
+        replicas, patch_id = await eventually(
+            lambda: _zero_after_completion(world), timeout=10, message="scale down"
+        )
+        assert replicas == 0 and patch_id > 0
+        reads = world.gh.calls("*/runnerscalesets/{scale_set_id}", method="GET")
+        await _mark_cleanup(world, patch_id)
+        await eventually(lambda: _true(listener._marker_seen == patch_id), message="seen")
+        assert listener.cleanups_answered == 0
+        assert await world.spec() == (0, patch_id)
+        assert world.gh.calls("*/runnerscalesets/{scale_set_id}", method="GET") == reads
+
+
 async def test_a_marker_for_an_older_patch_is_not_answered(world: World) -> None:
     world.gh.state.poll_timeout = LONG_POLL
     async with in_process(world, min_runners=0, max_runners=10) as listener:
@@ -107,6 +129,15 @@ async def _nonzero_spec(world: World) -> tuple[int, int] | None:
 async def _spec_after(world: World, patch_id: int) -> tuple[int, int] | None:
     replicas, new_id = await world.spec()
     return (replicas, new_id) if new_id != patch_id else None
+
+
+async def _zero_after_completion(world: World) -> tuple[int, int] | None:
+    replicas, patch_id = await world.spec()
+    return (replicas, patch_id) if replicas == 0 and patch_id > 0 else None
+
+
+async def _true(value: bool) -> bool:
+    return value
 
 
 async def _status_marker(world: World, marker: int) -> Any:
