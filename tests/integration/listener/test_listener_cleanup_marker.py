@@ -78,7 +78,7 @@ async def test_a_marker_for_a_patch_of_zero_replicas_is_not_answered(world: Worl
         assert replicas == 0 and patch_id > 0
         reads = world.gh.calls("*/runnerscalesets/{scale_set_id}", method="GET")
         await _mark_cleanup(world, patch_id)
-        await eventually(lambda: _true(listener._marker_seen == patch_id), message="seen")
+        await eventually(lambda: listener._marker_seen == patch_id, message="seen")
         assert listener.cleanups_answered == 0
         assert await world.spec() == (0, patch_id)
         assert world.gh.calls("*/runnerscalesets/{scale_set_id}", method="GET") == reads
@@ -134,10 +134,6 @@ async def _spec_after(world: World, patch_id: int) -> tuple[int, int] | None:
 async def _zero_after_completion(world: World) -> tuple[int, int] | None:
     replicas, patch_id = await world.spec()
     return (replicas, patch_id) if replicas == 0 and patch_id > 0 else None
-
-
-async def _true(value: bool) -> bool:
-    return value
 
 
 async def _status_marker(world: World, marker: int) -> Any:
