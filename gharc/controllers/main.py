@@ -388,6 +388,7 @@ async def _runtime(
         transport=github_transport,
         retry=CONTROLLER_RETRY,
         breakers=BreakerRegistry.process(),  # shared with the in-process listeners
+        write_gate=kube.write_time_left,  # no runner registered after the Lease is lost
     )
     recorder = EventRecorder(kube, component="gharc-controller")
     try:

@@ -41,6 +41,7 @@ from gharc.github.transport import (
     RetryPolicy,
     Sender,
     Sleep,
+    WriteGate,
     error_from_response,
     make_direct_http,
     make_http_client,
@@ -111,6 +112,7 @@ class ActionsClient:
         rest: RestClient | None = None,
         admin_refresh_margin: float = 60.0,
         limits: httpx.Limits | None = None,
+        write_gate: WriteGate | None = None,
     ) -> None:
         self.config = config
         metrics = metrics or default_metrics()
@@ -129,6 +131,7 @@ class ActionsClient:
             # Only the registration token's POST goes through it, which no cache stores;
             # so a listener pod never loads hishel (with sqlite3 and msgpack: 2.3 MiB).
             http_cache=False,
+            write_gate=write_gate,
         )
         self._http = make_http_client(
             metrics=metrics,
@@ -154,6 +157,7 @@ class ActionsClient:
             breakers=breakers,
             identity=credentials.identity,
             direct=self._direct,
+            write_gate=write_gate,
         )
         self._clock = clock
         self._margin = admin_refresh_margin

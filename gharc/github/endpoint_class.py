@@ -38,6 +38,8 @@ class EndpointClass(StrEnum):
 PRIORITY_CLASSES = frozenset({EndpointClass.JIT_CONFIG, EndpointClass.ACQUIRE})
 
 _SCALE_SET_BY_ID = "/_apis/runtime/runnerscalesets/{id}"
+_TOKEN_EXCHANGE = "/access_tokens"
+"""A GitHub App's installation token: a credential, like the registration classes."""
 _SUFFIXES = (
     ("/generatejitconfig", EndpointClass.JIT_CONFIG),
     ("/acquirejobs", EndpointClass.ACQUIRE),
@@ -60,6 +62,18 @@ def class_of(method: str, endpoint: str) -> EndpointClass:
         if endpoint.endswith(suffix):
             return klass
     return EndpointClass.OTHER
+
+
+def changes_github(method: str, endpoint: str) -> bool:
+    """Whether a call changes what GitHub holds for a scale set (a registration, a job, a
+    message, a session, the scale set itself) rather than reading, or exchanging one
+    credential for another: the calls a controller replica that lost its Lease must not
+    send (:class:`~gharc.github.transport.Sender`'s ``write_gate``)."""
+    if method.upper() in ("GET", "HEAD"):
+        return False
+    if endpoint.endswith(_TOKEN_EXCHANGE):
+        return False
+    return class_of(method, endpoint) is not EndpointClass.REGISTRATION
 
 
 def is_actions_service(endpoint: str) -> bool:

@@ -6,7 +6,8 @@ tokens and the HTTP cache) are shared per (scope, credential); the cache storage
 the whole pool, keyed per credential. With ``breakers`` (the controllers' pool), all
 clients of one (host, credential) share one circuit breaker. A client for a scale set
 with ``spec.proxy`` sends everything through that proxy (:mod:`gharc.github.proxy`), not
-the process environment's.
+the process environment's. With ``write_gate`` (the controller's fences), no client sends a
+call that changes GitHub's state while the gate refuses (:class:`~gharc.github.transport.Sender`).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from gharc.github.config import GitHubConfig, parse_config_url
 from gharc.github.metrics import GitHubMetrics, default_metrics
 from gharc.github.proxy import ProxySettings, ProxyTransport
 from gharc.github.rest import DEFAULT_USER_AGENT, RestClient
-from gharc.github.transport import Clock, RetryPolicy, Sleep, ssl_context
+from gharc.github.transport import Clock, RetryPolicy, Sleep, WriteGate, ssl_context
 
 PoolKey = tuple[str, str, str, str]
 
@@ -42,6 +43,7 @@ class ClientPool:
         clock: Clock = time.time,
         limits: httpx.Limits | None = None,
         breakers: BreakerRegistry | None = None,
+        write_gate: WriteGate | None = None,
     ) -> None:
         self._metrics = metrics or default_metrics()
         self._limits = limits
@@ -52,6 +54,7 @@ class ClientPool:
             "sleep": sleep,
             "clock": clock,
             "breakers": breakers,
+            "write_gate": write_gate,
         }
         from gharc.github.cache import MemoryStorage  # hishel: not for a listener pod
 

@@ -26,6 +26,7 @@ from gharc.github.transport import (
     RetryPolicy,
     Sender,
     Sleep,
+    WriteGate,
     error_from_response,
     make_http_client,
 )
@@ -62,6 +63,7 @@ class RestClient:
         cache: AsyncBaseStorage | None = None,
         http_cache: bool = True,
         registration_token_margin: float = 1800.0,
+        write_gate: WriteGate | None = None,
     ) -> None:
         self.config = config
         self.credentials = credentials
@@ -85,6 +87,7 @@ class RestClient:
             clock=clock,
             breakers=breakers,
             identity=credentials.identity,
+            write_gate=write_gate,
         )
         self._app: AppTokenSource | None = (
             AppTokenSource(credentials, self._exchange_app_token, clock=clock)

@@ -11,6 +11,11 @@
   within the cap, else :class:`RateLimited` at once (the caller decides, e.g. exit). The
   controllers' cap (:data:`CONTROLLER_RETRY`) is 2 s: they requeue instead of waiting.
 * Any other 4xx: returned at once, never retried here (401 refresh is the caller's job).
+* With a ``write_gate`` (the controller's: its leader and shard fences), every attempt of a
+  call that changes GitHub's state (:func:`~gharc.github.endpoint_class.changes_github`)
+  first asks the gate, which raises when this replica can no longer prove it may act, and
+  its timeout is cut to the time the gate leaves: a replica that woke from a pause after
+  its Lease moved must not register a runner or take a job beside the new leader.
 
 Sleep and clock are injected so tests run on a fake clock instead of real waits. Metrics are
 recorded in a transport *below* the HTTP cache, so only calls that reach GitHub count.
@@ -22,6 +27,7 @@ import asyncio
 import functools
 import json
 import logging
+import math
 import os
 import random
 import ssl
@@ -36,6 +42,7 @@ import httpx
 from gharc.github import errors as gherrors
 from gharc.github.breaker import BreakerRegistry
 from gharc.github.budget import header_number
+from gharc.github.endpoint_class import changes_github
 from gharc.github.metrics import GitHubMetrics
 from gharc.http11 import DirectHTTP
 
@@ -46,6 +53,9 @@ log = logging.getLogger(__name__)
 
 Sleep = Callable[[float], Awaitable[None]]
 Clock = Callable[[], float]
+WriteGate = Callable[[str, str], float]
+"""``gate(method, what)``: seconds a write may still take, or raises (a ``ConnectionError``:
+nothing was sent) when this process may not act now."""
 
 ENDPOINT_EXT = "gharc_endpoint"
 _SECRET_QUERY_KEYS = ("token", "secret", "sig", "code", "key", "password", "jwt")
@@ -329,9 +339,11 @@ class Sender:
         breakers: BreakerRegistry | None = None,
         identity: str = "",
         direct: DirectHTTP | None = None,
+        write_gate: WriteGate | None = None,
     ) -> None:
         self.client = client
         self.direct = direct
+        self.write_gate = write_gate
         """Sends uncached requests instead of ``client`` when set (see :mod:`.direct`)."""
         self.breakers = breakers
         self.identity = identity
@@ -354,8 +366,11 @@ class Sender:
     ) -> httpx.Response:
         attempt = 0
         rate_waits = 0
+        gated = self.write_gate is not None and changes_github(method, endpoint)
         while True:
             attempt += 1
+            # Asked on every attempt: a retry after a backoff may come too late as well.
+            attempt_timeout = self._gate(method, endpoint, timeout) if gated else timeout
             breaker = (
                 self.breakers.for_call(url, self.identity, method, endpoint)
                 if self.breakers
@@ -391,11 +406,18 @@ class Sender:
                         headers=headers,
                         params=params,
                         json_body=json_body,
-                        timeout=timeout,
+                        timeout=attempt_timeout,
                     )
                 else:
                     response = await self._send_httpx(
-                        method, url, endpoint, headers, params, json_body, timeout, cache_key
+                        method,
+                        url,
+                        endpoint,
+                        headers,
+                        params,
+                        json_body,
+                        attempt_timeout,
+                        cache_key,
                     )
                 outcome = response.status_code < 500
             except httpx.TransportError as exc:
@@ -447,6 +469,14 @@ class Sender:
                     await self._sleep(wait)
                     continue
             return response
+
+    def _gate(self, method: str, endpoint: str, timeout: float | None) -> float | None:
+        """``timeout`` cut to what the write gate leaves; raises when it refuses."""
+        assert self.write_gate is not None
+        left = self.write_gate(method, f"GitHub {endpoint}")
+        if left == math.inf:
+            return timeout
+        return left if timeout is None else min(timeout, left)
 
     async def _send_httpx(
         self,

@@ -184,6 +184,17 @@ class KubeClient(Reader):
         self.caller = ""
         """Set on a :meth:`for_caller` view: its requests are also counted under this name."""
 
+    def write_time_left(self, method: str, what: str) -> float:
+        """Seconds a write of ``method`` to ``what`` may still take (``inf`` unfenced);
+        raises :class:`~gharc.kube.fence.NotLeading` when this replica may not write now.
+
+        The gate of this client's own writes and of the controller's calls that change
+        GitHub's state alike: one replica proves it may act once, for both."""
+        left = self.fence.check(method, what)
+        if self.shard_fences is not None:
+            left = min(left, self.shard_fences.check(method, what))
+        return left
+
     def for_caller(self, caller: str) -> KubeClient:
         """A view of this client (same session, rate limit and counters) whose requests are
         also counted in ``gharc_kube_api_requests_by_caller_total{caller=...}``: so the
@@ -327,9 +338,7 @@ class KubeClient(Reader):
                 # the Lease was lost must not be sent (and the wait is not server latency).
                 timeout = None if watch else self.request_timeout
                 if writes:
-                    timeout = min(self.request_timeout, self.fence.check(method, path))
-                    if self.shard_fences is not None:
-                        timeout = min(timeout, self.shard_fences.check(method, path))
+                    timeout = min(self.request_timeout, self.write_time_left(method, path))
                 began = time.monotonic()
                 try:
                     resp = await self.transport.send_request(

@@ -191,8 +191,8 @@ LEADER_ELECTION_MASTER_STATUS = Gauge(
 
 FENCED_WRITES = Counter(
     "gharc_leader_fenced_writes_total",
-    "Writes (create, update, patch, delete) not sent because this replica could no longer "
-    "prove it holds the leader Lease.",
+    "Writes (create, update, patch, delete; and GitHub calls that change something there) "
+    "not sent because this replica could no longer prove it holds the leader Lease.",
 )
 
 EVENT_LOOP_LAG = Histogram(

@@ -105,7 +105,7 @@ class AutoscalingListenerReconciler:
         self.host = host
         """Set in ``InProcess`` listener mode: listeners run as tasks of this process."""
         self.listener_clients = listener_clients or ih.listener_pool(
-            user_agent=options.user_agent, transport=None
+            user_agent=options.user_agent, transport=None, write_gate=kube.write_time_left
         )
         self.kube = kube
         self.cache = cache

@@ -25,6 +25,7 @@ from gharc.github.auth import credentials_from_secret_data
 from gharc.github.breaker import BreakerRegistry
 from gharc.github.config import parse_config_url
 from gharc.github.pool import ClientPool
+from gharc.github.transport import WriteGate
 from gharc.kube.serving import serving_address
 from gharc.listener.config import ConfigError, ListenerConfig
 from gharc.listener.host import Resolve
@@ -42,18 +43,26 @@ _CREDENTIAL_KEYS = (
 )
 
 
-def listener_pool(*, user_agent: str, transport: httpx.AsyncBaseTransport | None) -> ClientPool:
+def listener_pool(
+    *,
+    user_agent: str,
+    transport: httpx.AsyncBaseTransport | None,
+    write_gate: WriteGate | None = None,
+) -> ClientPool:
     """The pool in-process listeners take their Actions clients from (no connection cap).
 
     Its clients pass the process's breakers and rate budgets, the reconcilers' own, so a
     listener's job acquisition and a reconciler's JIT config draw on one budget per
     credential, in priority order; a listener waits out a limit where a reconciler requeues.
+    ``write_gate`` is the controller's fences: a listener of a replica that lost its Lease
+    acquires no job and deletes no message or session.
     """
     return ClientPool(
         user_agent=user_agent,
         transport=transport,
         limits=httpx.Limits(max_connections=None, max_keepalive_connections=64),
         breakers=BreakerRegistry.process(),
+        write_gate=write_gate,
     )
 
 

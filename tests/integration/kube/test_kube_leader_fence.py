@@ -7,7 +7,9 @@ own loop and connections, as another replica would.
 - The Lease is kept from its own thread: the rival never leads while the loop is held, and
   the leader's writes after the hold go through.
 - When renewals cannot reach the API server as well, the rival takes over, and nothing the
-  held leader tries to write after its fence deadline is sent.
+  held leader tries to write after its fence deadline is sent: to the API server, nor to
+  GitHub (a runner registered there by a leader that cannot store its JIT config is one
+  nobody runs or deletes).
 """
 
 from __future__ import annotations
@@ -20,6 +22,9 @@ from typing import Any
 
 import pytest
 
+from gharc.github import ActionsClient, PersonalAccessToken
+from gharc.github.config import parse_config_url
+from gharc.github.models import Label, RunnerScaleSet, RunnerSetting
 from gharc.kube import errors as kerrors
 from gharc.kube.builder import Builder
 from gharc.kube.client import KubeClient
@@ -28,6 +33,7 @@ from gharc.kube.leaderelection import LeaderElectionConfig, LeaderElector
 from gharc.kube.manager import LeaderElectionLost, Manager
 from gharc.kube.reconcile import Request, Result
 from gharc.kube.resources import CONFIG_MAPS, LEASES
+from testworld.sim.github import FakeGitHubServer
 
 HOLD = 5.0
 """Seconds the reconcile holds the loop: longer than the whole Lease."""
@@ -65,7 +71,8 @@ class _Sends:
 
 
 class _Holder:
-    """Holds the loop on the ConfigMap ``hold``, then writes ``after-hold``."""
+    """Holds the loop on the ConfigMap ``hold``, then registers a runner at GitHub (when
+    given a client and scale set) and writes ``after-hold``."""
 
     def __init__(self, kube: KubeClient, namespace: str) -> None:
         self.kube = kube
@@ -73,12 +80,20 @@ class _Holder:
         self.held_until = 0.0
         self.write_error: BaseException | None = None
         self.wrote = False
+        self.github: tuple[ActionsClient, int] | None = None
+        self.github_error: BaseException | None = None
 
     async def reconcile(self, request: Request) -> Result:
         if request.name != "hold":
             return Result()
         time.sleep(HOLD)  # noqa: ASYNC251 - the point: the loop is held
         self.held_until = time.monotonic()
+        if self.github is not None:
+            github, scale_set_id = self.github
+            try:
+                await github.generate_jit_runner_config(scale_set_id, "after-hold")
+            except NotLeading as err:
+                self.github_error = err
         try:
             await self.kube.create(
                 CONFIG_MAPS, {"metadata": {"name": "after-hold", "namespace": self.namespace}}
@@ -139,6 +154,35 @@ async def _leader(
     return mgr, sends, holder, run
 
 
+async def _github_of(leader: KubeClient, holder: _Holder) -> FakeGitHubServer:
+    """A fake GitHub with a scale set, and the leader's client of it behind the leader's
+    fence, as the controller wires it (``write_gate``); given to ``holder``."""
+    server = FakeGitHubServer(poll_timeout=0.5)
+    await server.start()
+    client = ActionsClient(
+        parse_config_url(server.config_url()),
+        PersonalAccessToken(server.token),
+        write_gate=leader.write_time_left,
+    )
+    scale_set = await client.create_runner_scale_set(
+        RunnerScaleSet(
+            name="fence",
+            runner_group_id=1,
+            labels=[Label(name="fence")],
+            runner_setting=RunnerSetting(),
+        )
+    )
+    assert scale_set.id is not None
+    holder.github = (client, scale_set.id)
+    return server
+
+
+async def _close_github(holder: _Holder, server: FakeGitHubServer) -> None:
+    if holder.github is not None:
+        await holder.github[0].aclose()
+    await server.stop()
+
+
 async def _wait(predicate: Callable[[], bool], timeout: float) -> bool:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -174,6 +218,7 @@ async def test_a_held_leader_that_cannot_renew_writes_nothing_after_its_deadline
     kube: KubeClient, namespace: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     mgr, sends, holder, run = await _leader(kube, namespace)
+    github = await _github_of(mgr.client, holder)
     keeper = mgr.keeper
     assert keeper is not None and keeper.elector is not None
     cut = threading.Event()
@@ -203,8 +248,12 @@ async def test_a_held_leader_that_cannot_renew_writes_nothing_after_its_deadline
             await kube.get(CONFIG_MAPS, "after-hold", namespace=namespace)
         with pytest.raises(LeaderElectionLost):
             await asyncio.wait_for(run, 10)
-        assert mgr.client.fence.refused >= 1
+        assert mgr.client.fence.refused >= 2
+        assert isinstance(holder.github_error, NotLeading), "the registration was refused"
+        assert github.calls("*generatejitconfig*") == 0
+        assert not github.state.runners, "no runner registered at GitHub after the deadline"
     finally:
         rival.stop()
         mgr.stop()
         await asyncio.gather(run, return_exceptions=True)
+        await _close_github(holder, github)
