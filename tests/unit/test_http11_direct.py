@@ -325,3 +325,50 @@ async def test_a_stream_reads_as_data_arrives_and_times_out_on_silence(serve: An
     await silent.aclose()
     assert server.requests[0].startswith(b"GET /w?watch=true HTTP/1.1")
     await http.aclose()
+
+
+async def test_a_header_that_would_split_the_request_is_never_sent(serve: Any) -> None:
+    server = await serve([ok()])
+    http = client()
+    for bad in ({"Authorization": "Bearer t\r\nX-Evil: 1"}, {"Bad Name": "v"}, {"X": "caf\u00e9"}):
+        with pytest.raises(httpx.LocalProtocolError, match="invalid request"):
+            await http.request("GET", f"{server.url}/a", endpoint="/a", headers=bad)
+    with pytest.raises(httpx.LocalProtocolError, match="invalid request"):
+        await http.request("HEAD", f"{server.url}/a", endpoint="/a")
+    assert server.requests == []
+    assert (await http.request("GET", f"{server.url}/a", endpoint="/a")).status_code == 200
+    await http.aclose()
+
+
+async def test_a_malformed_or_overlong_answer_is_a_protocol_error(serve: Any) -> None:
+    garbage: Answer = lambda _r: b"HTTP/1.1 abc Nope\r\n\r\n"  # noqa: E731
+    huge: Answer = lambda _r: b"HTTP/1.1 200 OK\r\nX-Pad: " + b"x" * (70 * 1024)  # noqa: E731
+    server = await serve([garbage, huge])
+    http = client()
+    with pytest.raises(httpx.RemoteProtocolError, match="malformed"):
+        await http.request("GET", f"{server.url}/a", endpoint="/a")
+    with pytest.raises(httpx.RemoteProtocolError, match="head larger"):
+        await http.request("GET", f"{server.url}/b", endpoint="/b")
+    await http.aclose()
+
+
+async def test_bytes_after_the_answer_keep_the_connection_from_reuse(serve: Any) -> None:
+    doubled: Answer = lambda r: ok()(r) + ok(b'{"unasked":1}')(r)  # noqa: E731
+    server = await serve([doubled, ok(b'{"second":1}')])
+    http = client()
+    assert (await http.request("GET", f"{server.url}/a", endpoint="/a")).json() == {"ok": True}
+    second = await http.request("GET", f"{server.url}/b", endpoint="/b")
+    assert second.json() == {"second": 1}  # not the unasked answer left on the first connection
+    assert http.connections_opened == 2
+    await http.aclose()
+
+
+async def test_answers_without_a_body_by_status_end_at_their_head(serve: Any) -> None:
+    no_content: Answer = lambda _r: b"HTTP/1.1 204 No Content\r\n\r\n"  # noqa: E731
+    server = await serve([no_content, ok()])
+    http = client()
+    answer = await http.request("DELETE", f"{server.url}/m/1", endpoint="/m/{id}", timeout=2)
+    assert (answer.status_code, answer.content) == (204, b"")
+    assert (await http.request("GET", f"{server.url}/n", endpoint="/n")).status_code == 200
+    assert http.connections_opened == 1
+    await http.aclose()
