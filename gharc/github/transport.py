@@ -343,8 +343,8 @@ class Sender:
     ) -> None:
         self.client = client
         self.direct = direct
-        self.write_gate = write_gate
         """Sends uncached requests instead of ``client`` when set (see :mod:`.direct`)."""
+        self.write_gate = write_gate
         self.breakers = breakers
         self.identity = identity
         self.policy = policy or RetryPolicy()
