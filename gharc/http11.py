@@ -265,6 +265,8 @@ class _Connection:
             data = await self.reader.read(_READ_SIZE)
         except OSError as err:
             raise httpx.ReadError(f"reading the response failed: {err}") from None
+        if self._parser is None:  # closed meanwhile (a watch stopped from another task)
+            raise httpx.ReadError("the connection was closed")
         if not data:
             if self._head_done and self._eof_framed:
                 self._done, self._keep_alive = True, False  # the body ran to the close

@@ -372,3 +372,20 @@ async def test_answers_without_a_body_by_status_end_at_their_head(serve: Any) ->
     assert (await http.request("GET", f"{server.url}/n", endpoint="/n")).status_code == 200
     assert http.connections_opened == 1
     await http.aclose()
+
+
+async def test_a_stream_closed_from_another_task_ends_with_a_transport_error(serve: Any) -> None:
+    head: Answer = lambda _r: b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"  # noqa: E731
+    server = await serve([head, lambda _r: HOLD])
+    http = client()
+    watch = await http.stream("GET", f"{server.url}/w", read_timeout=5)
+
+    async def read_all() -> list[bytes]:
+        return [chunk async for chunk in watch.aiter_raw()]
+
+    reader = asyncio.ensure_future(read_all())
+    await asyncio.sleep(0.1)  # the reader waits for the next chunk
+    await watch.aclose()
+    with pytest.raises(httpx.TransportError):
+        await asyncio.wait_for(reader, 2)
+    await http.aclose()
