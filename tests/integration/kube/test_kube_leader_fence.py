@@ -24,7 +24,7 @@ import pytest
 
 from gharc.github import ActionsClient, PersonalAccessToken
 from gharc.github.config import parse_config_url
-from gharc.github.models import Label, RunnerScaleSet, RunnerSetting
+from gharc.github.models import RunnerScaleSet
 from gharc.kube import errors as kerrors
 from gharc.kube.builder import Builder
 from gharc.kube.client import KubeClient
@@ -165,12 +165,7 @@ async def _github_of(leader: KubeClient, holder: _Holder) -> FakeGitHubServer:
         write_gate=leader.write_time_left,
     )
     scale_set = await client.create_runner_scale_set(
-        RunnerScaleSet(
-            name="fence",
-            runner_group_id=1,
-            labels=[Label(name="fence")],
-            runner_setting=RunnerSetting(),
-        )
+        RunnerScaleSet(name="fence", runner_group_id=1)
     )
     assert scale_set.id is not None
     holder.github = (client, scale_set.id)

@@ -4,7 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import httpx
+from prometheus_client import CollectorRegistry
+
 from gharc.github import ActionsClient, RetryPolicy
+from gharc.github.metrics import GitHubMetrics
+from gharc.github.transport import make_http_client
 
 FAST_RETRY = RetryPolicy(max_attempts=4, base_delay=0.001, max_delay=0.005)
 
@@ -28,3 +33,13 @@ class FakeTime:
 
 
 ClientFactory = Callable[..., ActionsClient]
+
+
+def scripted_http_client(handler: Callable[[httpx.Request], httpx.Response]) -> httpx.AsyncClient:
+    """The clients' HTTP client (metered, as they build it) over a scripted transport."""
+    return make_http_client(
+        metrics=GitHubMetrics(CollectorRegistry()),
+        scope="test",
+        user_agent="test",
+        transport=httpx.MockTransport(handler),
+    )

@@ -5,16 +5,14 @@ from __future__ import annotations
 
 import httpx
 import pytest
-from prometheus_client import CollectorRegistry
+from gh_helpers import scripted_http_client
 
 from gharc.github import errors as gherrors
-from gharc.github.metrics import GitHubMetrics
 from gharc.github.transport import (
     CONTROLLER_RETRY,
     RetryPolicy,
     Sender,
     error_from_response,
-    make_http_client,
 )
 
 URL = "http://127.0.0.1:9/_apis/runtime/runnerscalesets/1/generatejitconfig"
@@ -24,12 +22,7 @@ def _sender(policy: RetryPolicy, responses: list[httpx.Response], slept: list[fl
     def handler(request: httpx.Request) -> httpx.Response:
         return responses.pop(0)
 
-    client = make_http_client(
-        metrics=GitHubMetrics(CollectorRegistry()),
-        scope="test",
-        user_agent="test",
-        transport=httpx.MockTransport(handler),
-    )
+    client = scripted_http_client(handler)
 
     async def sleep(seconds: float) -> None:
         slept.append(seconds)

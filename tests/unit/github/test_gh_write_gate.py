@@ -13,13 +13,11 @@ import time
 
 import httpx
 import pytest
-from gh_helpers import ClientFactory
-from prometheus_client import CollectorRegistry
+from gh_helpers import ClientFactory, scripted_http_client
 
 from gharc.github.endpoint_class import changes_github
-from gharc.github.metrics import GitHubMetrics
-from gharc.github.models import Label, RunnerScaleSet, RunnerSetting
-from gharc.github.transport import RetryPolicy, Sender, make_http_client
+from gharc.github.models import RunnerScaleSet
+from gharc.github.transport import RetryPolicy, Sender
 from gharc.kube.fence import NotLeading, WriteFence
 from testworld.sim.github import FakeGitHubServer
 
@@ -67,14 +65,7 @@ async def test_a_replica_without_the_lease_registers_no_runner(
 ) -> None:
     fence = WriteFence()  # open while the scale set is made, as for a leader
     client = make_client(write_gate=fence.check)
-    scale_set = await client.create_runner_scale_set(
-        RunnerScaleSet(
-            name="gate",
-            runner_group_id=1,
-            labels=[Label(name="gate")],
-            runner_setting=RunnerSetting(),
-        )
-    )
+    scale_set = await client.create_runner_scale_set(RunnerScaleSet(name="gate", runner_group_id=1))
     assert scale_set.id is not None
     fence.arm()  # the Lease is lost: no renewal has proven it since
     gh.reset_calls()
@@ -96,12 +87,7 @@ def _sender(
         sent.append(request)
         return responses.pop(0)
 
-    client = make_http_client(
-        metrics=GitHubMetrics(CollectorRegistry()),
-        scope="test",
-        user_agent="test",
-        transport=httpx.MockTransport(handler),
-    )
+    client = scripted_http_client(handler)
     slept: list[float] = []
 
     async def sleep(seconds: float) -> None:
