@@ -240,7 +240,7 @@ class _Connection:
             self._body.append(body)
 
     def on_message_complete(self) -> None:
-        if self._head_done and not self._done:
+        if self._head_done:  # an informational answer's end is not the exchange's
             self._done = True
 
     # -- the exchange ---------------------------------------------------------------------

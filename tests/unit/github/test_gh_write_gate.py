@@ -25,13 +25,6 @@ JIT_URL = "http://127.0.0.1:9/_apis/runtime/runnerscalesets/1/generatejitconfig"
 JIT = "/_apis/runtime/runnerscalesets/{id}/generatejitconfig"
 
 
-def _lost_fence() -> WriteFence:
-    """A fence that was armed and never extended: the Lease cannot be proven."""
-    fence = WriteFence()
-    fence.arm()
-    return fence
-
-
 def _held_fence(seconds_left: float) -> WriteFence:
     fence = WriteFence()
     fence.arm()
