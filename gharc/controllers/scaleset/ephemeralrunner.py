@@ -91,6 +91,10 @@ def now() -> dt.datetime:
     return dt.datetime.now(dt.UTC)
 
 
+#: EphemeralRunners whose last pod is remembered (see ``_pod_of``); far above a live fleet.
+_POD_MEMORY = 50_000
+
+
 def _remember(seen: dict[str, float], uid: str) -> dict[str, float]:
     """``seen`` with ``uid`` added now; bounded: past 10,000 entries the oldest hour goes."""
     now = time.monotonic()
@@ -147,6 +151,10 @@ class EphemeralRunnerReconciler:
         """EphemeralRunner uids whose runnerId this process wrote (until cleanup)."""
         self._name_conflicts: dict[str, int] = {}
         """AgentExists attempts per EphemeralRunner uid that did not free the name (G7)."""
+        self._pod_of: dict[str, tuple[str, int]] = {}
+        """EphemeralRunner uid -> (uid of the last pod this process made or saw for it, the
+        registration that pod ran with): a pod that is gone without our delete may have
+        redeemed that registration's JIT config, even before its Running status reached us."""
 
     async def reconcile(self, request: Request) -> Result | None:
         return await reconcile_or_wait_for_github(request, self._reconcile)
@@ -179,7 +187,11 @@ class EphemeralRunnerReconciler:
             pod = None
         uid = str(objects.meta(er).get("uid") or "")
         if pod is not None:
-            self._pods.observe(uid, {pod_name: str(objects.meta(pod).get("uid") or "")})
+            pod_uid = str(objects.meta(pod).get("uid") or "")
+            self._pods.observe(uid, {pod_name: pod_uid})
+            if uid not in self._pod_of and EphemeralRunnerView(er).runner_id:
+                # A pod this process did not create (made before a restart or a failover).
+                self._note_pod(uid, pod_uid, EphemeralRunnerView(er).runner_id)
         else:
             wait = self._pods.pending_create(uid, pod_name)
             if wait is not None:
@@ -189,7 +201,11 @@ class EphemeralRunnerReconciler:
         if pod is not None and EphemeralRunnerView(er).runner_id:
             # NB: the common case (a pod status change) needs no Secret read at all.
             return await self._follow_pod(er, pod)
-        if pod is None and EphemeralRunnerView(er).runner_id and pod_was_running(er):
+        if (
+            pod is None
+            and EphemeralRunnerView(er).runner_id
+            and (pod_was_running(er) or self._pod_vanished(er))
+        ):
             return await self._pod_lost(er)
         if pod is not None and uid in self._status_sent:
             # The pod (created together with the runnerId write) reached the cache before
@@ -242,6 +258,33 @@ class EphemeralRunnerReconciler:
         if pod is None:
             return await self._create_pod(er, secret, fresh=fresh)
         return await self._follow_pod(er, pod)
+
+    def _note_pod(self, er_uid: str, pod_uid: str, runner_id: int) -> None:
+        if not er_uid or not pod_uid:
+            return
+        self._pod_of.pop(er_uid, None)
+        if len(self._pod_of) >= _POD_MEMORY:  # runners that went without our cleanup
+            for stale in list(self._pod_of)[: _POD_MEMORY // 10]:
+                del self._pod_of[stale]
+        self._pod_of[er_uid] = (pod_uid, runner_id)
+
+    def _pod_vanished(self, er: JSON) -> bool:
+        """The runner's pod existed under its current registration and is gone, and no
+        decision of ours removed it: a pod this controller deleted as failed is in
+        ``failures`` (its config already kept or spent by :meth:`_pod_failed`).
+
+        The runner in it may have redeemed the single-use JIT config in the moments
+        between its container starting and the Running status reaching the runner (chaos
+        used-jit-config lost one that way). A pod lost before its runner connected costs
+        one registration more; a pod re-created from a redeemed config costs the job."""
+        runner = EphemeralRunnerView(er)
+        seen = self._pod_of.get(str(objects.meta(er).get("uid") or ""))
+        return (
+            seen is not None
+            and runner.runner_id > 0
+            and seen[1] == runner.runner_id
+            and seen[0] not in runner.failures
+        )
 
     def _remember_status(self, uid: str) -> None:
         if uid:
@@ -326,6 +369,7 @@ class EphemeralRunnerReconciler:
         if uid and uid in self._cleaned:
             return
         self._pods.forget(uid)
+        self._pod_of.pop(uid, None)
         self._status_sent.pop(uid, None)
         await self.kube.delete(PODS, c.runner_pod_name(name), namespace=ns, missing_ok=True)
         await self.kube.delete(
@@ -614,10 +658,13 @@ class EphemeralRunnerReconciler:
                 er, c.REASON_INVALID_POD, f"Failed to create the pod: {err.message}"
             )
             return None
-        self._pods.expect_create(
+        er_uid, made_uid = (
             str(objects.meta(er).get("uid") or ""),
-            str(pod["metadata"]["name"]),
             str(objects.meta(made).get("uid") or ""),
+        )
+        self._pods.expect_create(er_uid, str(pod["metadata"]["name"]), made_uid)
+        self._note_pod(
+            er_uid, made_uid, objects.int_or(rr.decode_data(secret).get(rr.SECRET_KEY_RUNNER_ID))
         )
         log.debug("created runner pod %s/%s", pod["metadata"]["namespace"], pod["metadata"]["name"])
         return None
@@ -768,8 +815,9 @@ class EphemeralRunnerReconciler:
         )
 
     async def _pod_lost(self, er: JSON) -> Result | None:
-        """The pod of a runner that was Running vanished without being seen failed (its
-        node was deleted, e.g. a spot VM; or a pod delete the controller never made).
+        """The pod of a runner that was Running (or that this process made or saw under the
+        current registration, see :meth:`_pod_vanished`) vanished without being seen failed
+        (its node was deleted, e.g. a spot VM; or a pod delete the controller never made).
 
         ARC re-creates such a pod from the same Secret, whose JIT config the lost runner
         already redeemed: the new runner is refused with Conflict and sits idle for as long
@@ -784,7 +832,9 @@ class EphemeralRunnerReconciler:
             er = await self.kube.get(EPHEMERAL_RUNNERS, name, namespace=ns)
         except kerrors.NotFound:
             return None
-        if objects.is_deleting(er) or EphemeralRunnerView(er).is_done or not pod_was_running(er):
+        if objects.is_deleting(er) or EphemeralRunnerView(er).is_done:
+            return Result(requeue=True)
+        if not (pod_was_running(er) or self._pod_vanished(er)):
             return Result(requeue=True)
         runner = EphemeralRunnerView(er)
         rid = runner.runner_id
@@ -793,6 +843,7 @@ class EphemeralRunnerReconciler:
                 er, f"pod {c.runner_pod_name(name)} was lost while running job", "pod gone"
             )
         await self._spend_jit_config(er)
+        self._pod_of.pop(str(objects.meta(er).get("uid") or ""), None)
         failures = dict(runner.failures)
         failures.setdefault(f"lost-runner-{rid}", objects.format_time(now()))
         message = f"pod {c.runner_pod_name(name)} of runner {rid} is gone"
@@ -805,7 +856,8 @@ class EphemeralRunnerReconciler:
             er,
             WARNING,
             "PodLost",
-            f"{message}; its JIT config was used, so the runner registers again and gets a "
+            f"{message}; its runner may have used the JIT config, so the runner registers "
+            "again and gets a "
             f"new pod in {wait:.0f}s (failure {len(failures)} of "
             f"{self.options.runner_max_failures})",
         )

@@ -94,6 +94,37 @@ async def test_lost_pod_of_a_used_jit_config_gets_a_fresh_registration(world: Wo
     assert len(await world.runners()) == 1
 
 
+async def test_pod_lost_before_its_running_status_gets_a_fresh_registration(
+    world: World,
+) -> None:
+    """The runner connected (redeeming its JIT config) and its pod was deleted before the
+    controller saw the pod Running: the pod it made under that registration is gone without
+    a delete of its own, so the next pod comes with a fresh registration, not the used one
+    (chaos used-jit-config once caught the old code re-creating it from the spent Secret)."""
+    await world.create_ers(replicas=1)
+    [er] = await world.wait_runners(1)
+    name, old = er["metadata"]["name"], er["status"]["runnerId"]
+    first = await eventually(lambda: _pod_uid(world, name), message="the first pod")
+    assert (await world.runner(name))["status"].get("phase") != c.PHASE_RUNNING
+    [old_secret] = await world.secrets()
+    world.gh.state.redeem_jit_config(jit_data(old_secret)[c.SECRET_KEY_JIT_TOKEN])
+    await world.kube.delete(PODS, c.runner_pod_name(name), namespace=world.namespace)
+
+    async def new_pod() -> str | None:
+        uid = await _pod_uid(world, name)
+        return uid if uid and uid != first else None
+
+    await eventually(new_pod, timeout=20, message="a new runner pod")
+    runner = await world.runner(name)
+    rid = runner["status"]["runnerId"]
+    assert rid != old, "a pod was re-created from a JIT config its lost runner redeemed"
+    assert world.registered() == {rid}, "the old registration was not removed"
+    [secret] = await world.secrets()
+    assert world.gh.state.redeem_jit_config(jit_data(secret)[c.SECRET_KEY_JIT_TOKEN]).id == rid
+    await world.recorder.seen("PodLost", name)
+    assert len(await world.runners()) == 1
+
+
 async def _phase_is(world: World, name: str, phase: str) -> bool:
     try:
         return ((await world.runner(name)).get("status") or {}).get("phase") == phase
