@@ -30,6 +30,7 @@ import logging
 import os
 import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -371,6 +372,7 @@ class ListenerRun:
             )
             res.stages = self._player.breakdown(gh.state.jobs)
             res.slowest = [(round(p, 3), self._player.stages_of(j)) for p, j in pickups[:3]]
+            _write_pickups(log_dir / "pickups.json", pickups, self._player.stages_of)
             res.jobs, res.jobs_started = len(times), len(lat)
             res.calls_per_job = {
                 k: round(n / max(1, len(lat)), 2) for k, n in calls.most_common() if n > 0
@@ -529,6 +531,27 @@ def _calls(call_table: Any, kube: dict[str, int]) -> Counter[str]:
     out: Counter[str] = Counter(github_calls(call_table))
     out.update({f"kube {key}": n for key, n in kube.items()})
     return out
+
+
+def _write_pickups(
+    path: Path, pickups: list[tuple[float, Any]], stages_of: Callable[[Any], dict[str, float]]
+) -> None:
+    """Every pickup with its stages and when its job was queued (seconds into the stream),
+    slowest first: to find what else the machine did when the slowest were slow."""
+    if not pickups:
+        return
+    start = min(j.queue_time for _, j in pickups)
+    rows = [
+        {
+            "queued_at": round(j.queue_time - start, 3),
+            "queue_time": j.queue_time,
+            "pickup": round(p, 3),
+            **stages_of(j),
+        }
+        for p, j in pickups
+    ]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(rows, indent=0))
 
 
 def _stage_lines(r: RunResult) -> list[str]:
