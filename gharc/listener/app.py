@@ -339,6 +339,9 @@ class Listener:
                     await self._refresh_statistics(
                         f"message {msg.message_id} is ahead of its counts"
                     )
+                    # The publish below sends only what changed: a count the read confirmed
+                    # is still re-requested with a fresh ID.
+                    self.scaler.mark_dirty()
                 if result.available or result.assigned:
                     self.capacity.note_demand(asyncio.get_running_loop().time())
                 await self.publish(changed_only=True)
@@ -372,7 +375,10 @@ class Listener:
 
         Without this, the last batch of a burst can leave the count short of its assigned
         jobs for good: no message follows to correct it, and a 202 carries no statistics.
-        One call, only after job activity; a failure keeps the counts already known.
+        One call, only after job activity; a failure keeps the counts already known. A
+        count the read changes is published with a fresh ID by the plan itself; on a quiet
+        queue one it confirms at the minimum is the idle patch, sent at once (a fresh ID
+        there would ask the set for nothing and hold its scale-down for another poll).
         """
         log.info("reading statistics fresh: %s", why)
         read = await self._read_statistics(self._marker_seen, "keeping the last known ones")
@@ -380,7 +386,6 @@ class Listener:
             return
         if read:
             self.handler.statistics_unconfirmed = False
-        self.scaler.mark_dirty()
 
     async def _read_statistics(self, marker: int | None, if_unread: str) -> bool | None:
         """Read the statistics from the service and keep them with ``marker``, the cleanup

@@ -217,3 +217,21 @@ async def test_statistics_are_confirmed_once_the_queue_goes_quiet() -> None:
     async with running(listener):
         await until(lambda: any(r == 2 for r, _ in patcher.replicas), timeout=120)
     assert api.fresh_reads == 1
+
+
+async def test_a_quiet_read_that_confirms_the_count_sends_the_idle_patch_at_once() -> None:
+    """A quiet set's job: its completion brings the count back to the minimum, and the
+    quiet poll's fresh read says the same. That read changes nothing, so the idle patch
+    (patch ID 0, which lets the set scale down) goes out at once, not after a fresh ID that
+    asks the set for nothing new and another long poll: one set write per job less."""
+    api, patcher = LaggingQueue(), FakePatcher()
+    listener = Listener(config(), api, patcher)
+    api.put(wire(1, [job("JobAssigned", 7)], assigned=1))
+    api.put(wire(2, [job("JobCompleted", 7, result="succeeded", runnerName="r")], assigned=0))
+    async with running(listener):
+        await until(lambda: api.fresh_reads == 1, timeout=120)
+        await until(lambda: patcher.replicas[-1] == (0, 0), timeout=120)
+        polls = listener.polls
+        await until(lambda: listener.polls >= polls + 2, timeout=300)
+    assert [p for p in patcher.replicas if p[0] == 0][1:] == [(0, 2), (0, 0)], patcher.replicas
+    assert api.fresh_reads == 1
