@@ -135,7 +135,9 @@ class _Hosted:
     message: str = ""
     restart_at: datetime | None = None
     running_since: float | None = None
-    last_message_reported: float = 0.0
+    last_message_reported: float = float("-inf")
+    message_report: asyncio.TimerHandle | None = None
+    """The pending report of the last-message time (see ``ListenerHost._on_message``)."""
     notices_said: set[str] = field(default_factory=set)
     """Metric limit notices already handed out: each is an event once, not per restart."""
     notices: list[str] = field(default_factory=list)
@@ -170,6 +172,8 @@ class ListenerHost:
     * ``on_change`` - called with a listener's key when its status changed (the
       AutoscalingListener controller enqueues it).
     * ``message_report_interval`` - the last-message time is reported at most this often.
+    * ``message_report_delay`` - and never sooner than this after the message: the report
+      is a status write, and a quiet set's first message is a job its runner waits for.
     """
 
     need_leader_election = True
@@ -183,6 +187,7 @@ class ListenerHost:
         stable_after: float = 10.0,
         on_change: Callable[[Key], None] | None = None,
         message_report_interval: float = 60.0,
+        message_report_delay: float = 10.0,
         stop_timeout: float = 10.0,
         wall_clock: Callable[[], datetime] | None = None,
         patcher_factory: Callable[[str, str], Any] | None = None,
@@ -206,6 +211,7 @@ class ListenerHost:
         self.stable_after = stable_after
         self.on_change = on_change
         self.message_report_interval = message_report_interval
+        self.message_report_delay = message_report_delay
         self.stop_timeout = stop_timeout
         self._wall = wall_clock or (lambda: datetime.now(UTC))
         self._hosted: dict[Key, _Hosted] = {}
@@ -458,10 +464,15 @@ class ListenerHost:
         self._notify(hosted)
 
     def _on_message(self, hosted: _Hosted) -> None:
-        now = asyncio.get_running_loop().time()
-        if now - hosted.last_message_reported >= self.message_report_interval:
-            hosted.last_message_reported = now
-            self._notify(hosted)
+        loop = asyncio.get_running_loop()
+        now = loop.time()
+        if hosted.message_report is None:
+            # Trailing: the report (read live, so it carries the newest message's time) waits
+            # out the job the message brought, whose runner's writes go to the same API server.
+            due = max(hosted.last_message_reported + self.message_report_interval, now)
+            hosted.message_report = loop.call_later(
+                max(self.message_report_delay, due - now), self._report_message, hosted
+            )
         if (
             hosted.failures
             and hosted.running_since is not None
@@ -484,6 +495,11 @@ class ListenerHost:
             f"listener failed ({why}), failure {hosted.failures}; backing off {delay:g}s"
         )
         log.warning("listener %s/%s: %s", *hosted.key, hosted.message)
+        self._notify(hosted)
+
+    def _report_message(self, hosted: _Hosted) -> None:
+        hosted.message_report = None
+        hosted.last_message_reported = asyncio.get_running_loop().time()
         self._notify(hosted)
 
     def _notify(self, hosted: _Hosted) -> None:

@@ -286,3 +286,33 @@ async def test_metric_limits_are_handed_to_the_reconciler_once_across_restarts()
     assert world.host.take_notices(key) == []
     assert key in world.changes
     await world.host.stop()
+
+
+async def test_the_last_message_time_is_reported_after_the_job_and_at_most_a_minute_apart() -> None:
+    """A message's report is a status write: it waits out the job the message brought (a
+    quiet set's first message is a job whose runner is being made), carries the newest
+    message's time, and comes at most once a minute however busy the set."""
+    world = World()
+    api = FakeActions()
+    world.start("set", api)
+    key = ("ctl", "set")
+    await _until(lambda: world.host.status(key).phase == PHASE_RUNNING)  # type: ignore[union-attr]
+    await asyncio.sleep(1)
+    world.changes.clear()
+    loop = asyncio.get_running_loop()
+    began = loop.time()
+    api.queue.put_nowait(message(1, [], assigned=1))
+    api.queue.put_nowait(message(2, [], assigned=0))
+    await _until(lambda: api.deleted_messages == [1, 2], timeout=5)
+    await asyncio.sleep(5)
+    assert world.changes == [], "reported while the message's job was being picked up"
+    await _until(lambda: key in world.changes, timeout=30)
+    assert 9.5 <= loop.time() - began <= 11.0
+    reported = world.host.status(key)
+    assert reported is not None and reported.last_message_time is not None
+    world.changes.clear()
+    api.queue.put_nowait(message(3, [], assigned=1))
+    await _until(lambda: api.deleted_messages == [1, 2, 3], timeout=5)
+    await _until(lambda: key in world.changes, timeout=120)
+    assert 69.5 <= loop.time() - began <= 71.5, "reported again within a minute"
+    await world.host.stop()
