@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import logging
 import random
+import time
 from collections.abc import Callable, Iterable, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -52,7 +53,7 @@ from gharc.kube.objectreconciler import reconcile_fetched
 from gharc.kube.predicate import ResourceVersionChangedPredicate
 from gharc.kube.reconcile import Request, Result
 from gharc.kube.resources import PODS, ROLE_BINDINGS, ROLES, SECRETS, SERVICE_ACCOUNTS
-from gharc.listener.host import HostedListenerStatus, ListenerHost
+from gharc.listener.host import HostedListenerStatus, Key, ListenerHost
 from gharc.listener.restart_ladder import restart_delay
 
 log = logging.getLogger(__name__)
@@ -115,6 +116,9 @@ class AutoscalingListenerReconciler:
         self.recorder = recorder
         self.stable_after = stable_after
         self._now = now or (lambda: datetime.now(UTC))
+        self._config_due: dict[Key, tuple[tuple[str, int], float]] = {}
+        """Hosted listener -> ((uid, generation) its settings were last read for, monotonic
+        time they are read again): a reconcile before that only mirrors its state."""
 
     # -- entry point -------------------------------------------------------------------
     async def reconcile(self, request: Request) -> Result | None:
@@ -170,6 +174,7 @@ class AutoscalingListenerReconciler:
         name, ns = meta["name"], meta["namespace"]
         if self.host is not None:
             await self.host.remove((ns, name))  # stops it and deletes its session
+            self._config_due.pop((ns, name), None)
         remaining = await self._delete_pod_mode_objects(listener)
         self._set_gauge(listener, 0)
         if remaining:
@@ -223,6 +228,18 @@ class AutoscalingListenerReconciler:
             )
             if await self._delete_pod_mode_objects(listener):
                 return Result(requeue_after=CLEANUP_POLL)
+        state = host.status(key)
+        meta = objects.meta(listener)
+        version = (str(meta.get("uid") or ""), int(meta.get("generation") or 0))
+        memo = self._config_due.get(key)
+        left = memo[1] - time.monotonic() if memo is not None and memo[0] == version else 0.0
+        if state is not None and left > 1.0:
+            # The hosted listener's own state changed (a session, a failure, a message):
+            # its settings were read this resync period and its spec has not changed since,
+            # so the GitHub Secret is not read again (a quiet set's job would cost one read).
+            await self._mirror_hosted_status(listener, state)
+            await self._emit_notices(listener, host, key)
+            return Result(requeue_after=left)
         runner_set = (view.ars_namespace, view.ers_name)
         try:
             config = await self._listener_config(listener)
@@ -237,14 +254,18 @@ class AutoscalingListenerReconciler:
         state = host.status(key)
         if state is not None:
             await self._mirror_hosted_status(listener, state)
-        for notice in host.take_notices(key):
-            # A tenant's listenerMetrics was bounded (gharc/listener/metric_limits.py).
-            await emit(self.recorder, listener, WARNING, "ListenerMetricsLimited", notice)
+        await self._emit_notices(listener, host, key)
         # Secrets are not watched (a cache of every Secret would cost memory and RBAC):
         # looking again every resync period bounds how long a rotated token waits. Spread
         # over a quarter of the period, so sets created together do not resync together.
-        resync = self.options.listener_resync_seconds
-        return Result(requeue_after=resync * (1.0 + 0.25 * _spread.random()))
+        resync = self.options.listener_resync_seconds * (1.0 + 0.25 * _spread.random())
+        self._config_due[key] = (version, time.monotonic() + resync)
+        return Result(requeue_after=resync)
+
+    async def _emit_notices(self, listener: JSON, host: ListenerHost, key: Key) -> None:
+        for notice in host.take_notices(key):
+            # A tenant's listenerMetrics was bounded (gharc/listener/metric_limits.py).
+            await emit(self.recorder, listener, WARNING, "ListenerMetricsLimited", notice)
 
     async def _has_pod_mode_objects(self, listener: JSON) -> bool:
         meta = listener["metadata"]

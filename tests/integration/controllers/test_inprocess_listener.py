@@ -12,9 +12,11 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import pytest
 from _arsworld import SECRET_NAME, World, running_world
 
 from gharc.api.resources import EPHEMERAL_RUNNER_SETS
+from gharc.controllers.scaleset.autoscalinglistener import AutoscalingListenerReconciler
 from gharc.kube.resources import PODS, SECRETS
 from testworld.sim.github import DEFAULT_REPO
 from testworld.wait import eventually
@@ -138,3 +140,37 @@ async def test_a_token_rotated_in_the_secret_is_picked_up_before_the_old_one_die
         status = await _status(w, ars)
         assert status.get("phase") == "Running" and not status.get("failures")
         assert status["sessionId"] == first["sessionId"]
+
+
+async def test_the_listener_reporting_its_messages_does_not_read_its_settings_again(
+    kubeconfig: str, namespace: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A hosted listener's state changes (a message's time, a session) wake its reconcile,
+    which mirrors them into status. The settings (and the GitHub Secret behind them) were
+    read this resync period and the spec has not changed, so they are not read again: on a
+    thousand quiet sets, each job would cost one Secret read more."""
+    reads: list[str] = []
+    original = AutoscalingListenerReconciler._listener_config
+
+    async def counted(self: AutoscalingListenerReconciler, listener: dict[str, Any]) -> Any:
+        reads.append(listener["metadata"]["name"])
+        return await original(self, listener)
+
+    monkeypatch.setattr(AutoscalingListenerReconciler, "_listener_config", counted)
+    async with running_world(kubeconfig, namespace, listener_mode="InProcess") as w:
+        ars = await w.create_ars(maxRunners=3)
+
+        async def running() -> dict[str, Any] | None:
+            status = await _status(w, ars)
+            return status if status.get("phase") == "Running" and status.get("sessionId") else None
+
+        await eventually(running, timeout=30, message="in-process listener running")
+        settled = len(reads)
+        assert settled >= 1
+        w.gh.enqueue_job(DEFAULT_REPO, [ars["metadata"]["name"]])
+
+        async def reported() -> bool:
+            return bool((await _status(w, ars)).get("lastMessageTime"))
+
+        await eventually(reported, timeout=40, message="the last message's time in status")
+        assert len(reads) == settled, "the settings were read again for a status change"
