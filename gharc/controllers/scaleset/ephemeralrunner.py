@@ -274,8 +274,8 @@ class EphemeralRunnerReconciler:
         ``failures`` (its config already kept or spent by :meth:`_pod_failed`).
 
         The runner in it may have redeemed the single-use JIT config in the moments
-        between its container starting and the Running status reaching the runner (chaos
-        used-jit-config lost one that way). A pod lost before its runner connected costs
+        between its container starting and its Running status reaching this controller
+        (chaos used-jit-config lost one that way). A pod lost before its runner connected costs
         one registration more; a pod re-created from a redeemed config costs the job."""
         runner = EphemeralRunnerView(er)
         seen = self._pod_of.get(str(objects.meta(er).get("uid") or ""))
@@ -857,8 +857,7 @@ class EphemeralRunnerReconciler:
             WARNING,
             "PodLost",
             f"{message}; its runner may have used the JIT config, so the runner registers "
-            "again and gets a "
-            f"new pod in {wait:.0f}s (failure {len(failures)} of "
+            f"again and gets a new pod in {wait:.0f}s (failure {len(failures)} of "
             f"{self.options.runner_max_failures})",
         )
         return Result(requeue=True)
