@@ -113,6 +113,9 @@ class RunnerReference(_Camel):
     id: int
     name: str
     runner_scale_set_id: int = 0
+    status: str = ""
+    """``online`` while a runner process holds the registration (the agents API's); empty
+    where the answer carries none (a JIT config's)."""
 
 
 @dataclass(kw_only=True)

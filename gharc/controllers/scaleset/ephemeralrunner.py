@@ -151,6 +151,8 @@ class EphemeralRunnerReconciler:
         """EphemeralRunner uids whose runnerId this process wrote (until cleanup)."""
         self._name_conflicts: dict[str, int] = {}
         """AgentExists attempts per EphemeralRunner uid that did not free the name (G7)."""
+        self._asked_online: dict[str, float] = {}
+        """EphemeralRunner uids whose registration GitHub was asked about (once a process)."""
         self._pod_of: dict[str, tuple[str, int]] = {}
         """EphemeralRunner uid -> (uid of the last pod this process made or saw for it, the
         registration that pod ran with): a pod that is gone without our delete may have
@@ -207,6 +209,10 @@ class EphemeralRunnerReconciler:
             and (pod_was_running(er) or self._pod_vanished(er))
         ):
             return await self._pod_lost(er)
+        if pod is None and EphemeralRunnerView(er).runner_id and uid not in self._pod_of:
+            online = await self._online_without_pod(er)
+            if online:
+                return await self._pod_lost(er, online=online)
         if pod is not None and uid in self._status_sent:
             # The pod (created together with the runnerId write) reached the cache before
             # that write did: its event brings us back; re-reading the secret and writing
@@ -285,6 +291,28 @@ class EphemeralRunnerReconciler:
             and seen[1] == runner.runner_id
             and seen[0] not in runner.failures
         )
+
+    async def _online_without_pod(self, er: JSON) -> int:
+        """The registration's id when GitHub says a runner holds it while no pod of this
+        process ran it (asked once per runner and process; 0 otherwise).
+
+        What this process saw of the runner's pods is lost with a restart or a failover: a
+        pod that vanished before then, before its Running status was written, left no trace
+        here. A registration online at GitHub with no pod in the cluster was redeemed by a
+        runner that is gone, and a pod made from its config would be refused. A failed read
+        decides nothing (the config is kept, as before the question)."""
+        uid = str(objects.meta(er).get("uid") or "")
+        if not uid or uid in self._asked_online:
+            return 0
+        self._asked_online = _remember(self._asked_online, uid)
+        rid = EphemeralRunnerView(er).runner_id
+        try:
+            client = await self._client(er)
+            found = await client.get_runner(rid)
+        except (gherrors.GitHubError, ConfigurationError) as err:
+            log.info("could not ask GitHub whether runner %d is online: %s", rid, err)
+            return 0
+        return rid if found is not None and found.status.lower() == "online" else 0
 
     def _remember_status(self, uid: str) -> None:
         if uid:
@@ -370,6 +398,7 @@ class EphemeralRunnerReconciler:
             return
         self._pods.forget(uid)
         self._pod_of.pop(uid, None)
+        self._asked_online.pop(uid, None)
         self._status_sent.pop(uid, None)
         await self.kube.delete(PODS, c.runner_pod_name(name), namespace=ns, missing_ok=True)
         await self.kube.delete(
@@ -814,10 +843,12 @@ class EphemeralRunnerReconciler:
             missing_ok=True,
         )
 
-    async def _pod_lost(self, er: JSON) -> Result | None:
+    async def _pod_lost(self, er: JSON, *, online: int = 0) -> Result | None:
         """The pod of a runner that was Running (or that this process made or saw under the
-        current registration, see :meth:`_pod_vanished`) vanished without being seen failed
-        (its node was deleted, e.g. a spot VM; or a pod delete the controller never made).
+        current registration, see :meth:`_pod_vanished`; or whose registration GitHub shows
+        ``online`` = ``online``, see :meth:`_online_without_pod`) vanished without being seen
+        failed (its node was deleted, e.g. a spot VM; or a pod delete the controller never
+        made).
 
         ARC re-creates such a pod from the same Secret, whose JIT config the lost runner
         already redeemed: the new runner is refused with Conflict and sits idle for as long
@@ -834,7 +865,8 @@ class EphemeralRunnerReconciler:
             return None
         if objects.is_deleting(er) or EphemeralRunnerView(er).is_done:
             return Result(requeue=True)
-        if not (pod_was_running(er) or self._pod_vanished(er)):
+        seen_online = online > 0 and EphemeralRunnerView(er).runner_id == online
+        if not (pod_was_running(er) or self._pod_vanished(er) or seen_online):
             return Result(requeue=True)
         runner = EphemeralRunnerView(er)
         rid = runner.runner_id
@@ -843,7 +875,10 @@ class EphemeralRunnerReconciler:
                 er, f"pod {c.runner_pod_name(name)} was lost while running job", "pod gone"
             )
         await self._spend_jit_config(er)
-        self._pod_of.pop(str(objects.meta(er).get("uid") or ""), None)
+        uid = str(objects.meta(er).get("uid") or "")
+        self._pod_of.pop(uid, None)
+        if uid:  # decided: the next pod comes with a fresh registration, nothing to ask
+            self._asked_online = _remember(self._asked_online, uid)
         failures = dict(runner.failures)
         failures.setdefault(f"lost-runner-{rid}", objects.format_time(now()))
         message = f"pod {c.runner_pod_name(name)} of runner {rid} is gone"

@@ -84,6 +84,16 @@ async def test_lost_pod_of_a_used_jit_config_gets_a_fresh_registration(
     # The runner connected: its JIT config is spent.
     world.gh.state.redeem_jit_config(jit_data(old_secret)[c.SECRET_KEY_JIT_TOKEN])
     await world.kube.delete(PODS, c.runner_pod_name(name), namespace=world.namespace)
+    runner = await _registered_afresh(world, name, first, old)
+    assert len(runner["status"]["failures"]) == 1
+    assert len(await world.runners()) == 1
+
+
+async def _registered_afresh(
+    world: World, name: str, first: str | None, old: int
+) -> dict[str, Any]:
+    """Wait for the lost pod's successor and check it came with a fresh registration whose
+    config can still be redeemed, the old one removed, and ``PodLost`` said."""
 
     async def new_pod() -> str | None:
         uid = await _pod_uid(world, name)
@@ -92,14 +102,49 @@ async def test_lost_pod_of_a_used_jit_config_gets_a_fresh_registration(
     await eventually(new_pod, timeout=20, message="a new runner pod")
     runner = await world.runner(name)
     rid = runner["status"]["runnerId"]
-    assert rid != old, "the lost runner's used JIT config was reused"
+    assert rid != old, "a pod was re-created from a JIT config its lost runner redeemed"
     assert world.registered() == {rid}, "the old registration was not removed"
     [secret] = await world.secrets()
     # The new pod's runner can connect: its config was never redeemed.
     assert world.gh.state.redeem_jit_config(jit_data(secret)[c.SECRET_KEY_JIT_TOKEN]).id == rid
     await world.recorder.seen("PodLost", name)
-    assert len(runner["status"]["failures"]) == 1
-    assert len(await world.runners()) == 1
+    return runner
+
+
+async def test_pod_lost_while_no_controller_ran_gets_a_fresh_registration(world: World) -> None:
+    """The runner connected and its pod vanished while the controller was down, before any
+    replica saw it Running: nothing here remembers the pod. GitHub shows the registration
+    online with no pod in the cluster, so its config was redeemed: the next pod comes with a
+    fresh registration, asked once."""
+    await world.create_ers(replicas=1)
+    [er] = await world.wait_runners(1)
+    name, old = er["metadata"]["name"], er["status"]["runnerId"]
+    first = await eventually(lambda: _pod_uid(world, name), message="the first pod")
+    await world.stop(crash=True)
+    [old_secret] = await world.secrets()
+    world.gh.state.redeem_jit_config(jit_data(old_secret)[c.SECRET_KEY_JIT_TOKEN])
+    await world.kube.delete(PODS, c.runner_pod_name(name), namespace=world.namespace)
+    await world.start()
+    await _registered_afresh(world, name, first, old)
+    assert world.gh.calls("*/agents/{runner_id}", method="GET") == 1
+
+
+async def test_a_pod_that_could_not_be_made_keeps_its_registration_across_a_restart(
+    world: World,
+) -> None:
+    """The other side of the question: a registration nobody connected with (its pod never
+    ran) is offline at GitHub, so a restart keeps it for the next pod."""
+    await world.create_ers(replicas=1)
+    [er] = await world.wait_runners(1)
+    name, rid = er["metadata"]["name"], er["status"]["runnerId"]
+    await eventually(lambda: _pod_uid(world, name), message="the first pod")
+    await world.stop(crash=True)
+    await world.kube.delete(PODS, c.runner_pod_name(name), namespace=world.namespace)
+    await world.start()
+    await eventually(lambda: _pod_uid(world, name), timeout=20, message="a new runner pod")
+    assert (await world.runner(name))["status"]["runnerId"] == rid
+    assert world.registered() == {rid}
+    assert "PodLost" not in world.recorder.reasons(name)
 
 
 async def _phase_is(world: World, name: str, phase: str) -> bool:

@@ -284,7 +284,7 @@ async def generate_jit_config(request: web.Request) -> web.Response:
 async def get_agent(request: web.Request) -> web.Response:
     state, tenant = _state(request), _tenant(request)
     r = state.runner(tenant, int_param(request.match_info["runner_id"], "agentId"))
-    return web.json_response(_runner_ref(r))
+    return web.json_response({**_runner_ref(r), "status": "online" if r.online else "offline"})
 
 
 async def list_agents(request: web.Request) -> web.Response:

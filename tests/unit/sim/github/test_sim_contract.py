@@ -213,7 +213,13 @@ async def test_jit_and_agent_shapes(raw: Raw) -> None:
     assert config["runnerName"] == "r-1" and config["runnerScaleSetId"] == ss["id"]
     rid = r.json()["runner"]["id"]
     r = await raw.svc("GET", f"_apis/distributedtask/pools/0/agents/{rid}")
-    assert r.json() == {"id": rid, "name": "r-1", "runnerScaleSetId": ss["id"]}
+    # As the service's TaskAgent: a registration nobody connected with is offline.
+    assert r.json() == {
+        "id": rid,
+        "name": "r-1",
+        "runnerScaleSetId": ss["id"],
+        "status": "offline",
+    }
     r = await raw.svc("GET", "_apis/distributedtask/pools/0/agents?agentName=r-1")
     assert r.json()["count"] == 1
     dup = await raw.svc(
