@@ -203,16 +203,13 @@ class EphemeralRunnerReconciler:
         if pod is not None and EphemeralRunnerView(er).runner_id:
             # NB: the common case (a pod status change) needs no Secret read at all.
             return await self._follow_pod(er, pod)
-        if (
-            pod is None
-            and EphemeralRunnerView(er).runner_id
-            and (pod_was_running(er) or self._pod_vanished(er))
-        ):
-            return await self._pod_lost(er)
-        if pod is None and EphemeralRunnerView(er).runner_id and uid not in self._pod_of:
-            online = await self._online_without_pod(er)
-            if online:
-                return await self._pod_lost(er, online=online)
+        if pod is None and EphemeralRunnerView(er).runner_id:
+            if pod_was_running(er) or self._pod_vanished(er):
+                return await self._pod_lost(er)
+            if uid not in self._pod_of:
+                online = await self._online_without_pod(er)
+                if online:
+                    return await self._pod_lost(er, online=online)
         if pod is not None and uid in self._status_sent:
             # The pod (created together with the runnerId write) reached the cache before
             # that write did: its event brings us back; re-reading the secret and writing
@@ -255,14 +252,14 @@ class EphemeralRunnerReconciler:
                 status_written = asyncio.ensure_future(write(after_pod=True))
                 _, result = await asyncio.gather(
                     status_written,
-                    self._create_pod(er, secret, fresh=True, status_written=status_written),
+                    self._create_pod(er, secret, rid, fresh=True, status_written=status_written),
                 )
                 return result
             await write()
             er, fresh = written, True
 
         if pod is None:
-            return await self._create_pod(er, secret, fresh=fresh)
+            return await self._create_pod(er, secret, rid, fresh=fresh)
         return await self._follow_pod(er, pod)
 
     def _note_pod(self, er_uid: str, pod_uid: str, runner_id: int) -> None:
@@ -622,6 +619,7 @@ class EphemeralRunnerReconciler:
         self,
         er: JSON,
         secret: JSON,
+        runner_id: int,
         *,
         fresh: bool = False,
         status_written: asyncio.Future[None] | None = None,
@@ -692,9 +690,7 @@ class EphemeralRunnerReconciler:
             str(objects.meta(made).get("uid") or ""),
         )
         self._pods.expect_create(er_uid, str(pod["metadata"]["name"]), made_uid)
-        self._note_pod(
-            er_uid, made_uid, objects.int_or(rr.decode_data(secret).get(rr.SECRET_KEY_RUNNER_ID))
-        )
+        self._note_pod(er_uid, made_uid, runner_id)
         log.debug("created runner pod %s/%s", pod["metadata"]["namespace"], pod["metadata"]["name"])
         return None
 
@@ -863,13 +859,13 @@ class EphemeralRunnerReconciler:
             er = await self.kube.get(EPHEMERAL_RUNNERS, name, namespace=ns)
         except kerrors.NotFound:
             return None
-        if objects.is_deleting(er) or EphemeralRunnerView(er).is_done:
+        runner = EphemeralRunnerView(er)
+        if objects.is_deleting(er) or runner.is_done:
             return Result(requeue=True)
-        seen_online = online > 0 and EphemeralRunnerView(er).runner_id == online
+        rid = runner.runner_id
+        seen_online = online > 0 and rid == online
         if not (pod_was_running(er) or self._pod_vanished(er) or seen_online):
             return Result(requeue=True)
-        runner = EphemeralRunnerView(er)
-        rid = runner.runner_id
         if runner.has_job:
             return await self._busy_runner_lost(
                 er, f"pod {c.runner_pod_name(name)} was lost while running job", "pod gone"

@@ -85,6 +85,11 @@ def _runner_ref(r: Runner) -> dict[str, Any]:
     return {"id": r.id, "name": r.name, "runnerScaleSetId": r.scale_set_id or 0}
 
 
+def _agent(r: Runner) -> dict[str, Any]:
+    """A registration as the agents API shows it: the reference and whether a runner holds it."""
+    return {**_runner_ref(r), "status": "online" if r.online else "offline"}
+
+
 def _ss_id(request: web.Request) -> int:
     return int_param(request.match_info["scale_set_id"], "runnerScaleSetId")
 
@@ -284,7 +289,7 @@ async def generate_jit_config(request: web.Request) -> web.Response:
 async def get_agent(request: web.Request) -> web.Response:
     state, tenant = _state(request), _tenant(request)
     r = state.runner(tenant, int_param(request.match_info["runner_id"], "agentId"))
-    return web.json_response({**_runner_ref(r), "status": "online" if r.online else "offline"})
+    return web.json_response(_agent(r))
 
 
 async def list_agents(request: web.Request) -> web.Response:
@@ -294,8 +299,7 @@ async def list_agents(request: web.Request) -> web.Response:
     assigned = request.query.get("includeAssignedRequest", "").lower() == "true"
     found = [
         {
-            **_runner_ref(r),
-            "status": "online" if r.online else "offline",
+            **_agent(r),
             **({"assignedRequest": {"requestId": r.job} if r.job else None} if assigned else {}),
         }
         for r in state.runners.values()
