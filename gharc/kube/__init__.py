@@ -46,6 +46,7 @@ if TYPE_CHECKING:
     from gharc.kube.manager import LeaderElectionLost, Manager, Runnable
     from gharc.kube.objects import has_finalizer
     from gharc.kube.predicate import (
+        ChangedBesides,
         GenerationChangedPredicate,
         LabelSelectorPredicate,
         Predicate,
@@ -84,6 +85,7 @@ _WHERE: dict[str, str] = {
     "Cache": "gharc.kube.cache",
     "CacheNotStarted": "gharc.kube.cache",
     "CacheSyncTimeout": "gharc.kube.controller",
+    "ChangedBesides": "gharc.kube.predicate",
     "Clock": "gharc.kube.clock",
     "Conflict": "gharc.kube.errors",
     "Controller": "gharc.kube.controller",
@@ -170,6 +172,7 @@ __all__ = [
     "Cache",
     "CacheNotStarted",
     "CacheSyncTimeout",
+    "ChangedBesides",
     "Clock",
     "Conflict",
     "Controller",

@@ -16,6 +16,7 @@ from gharc.kube.labels import Selector
 
 __all__ = [
     "AnnotationChangedPredicate",
+    "ChangedBesides",
     "Funcs",
     "GenerationChangedPredicate",
     "InNamespace",
@@ -77,6 +78,44 @@ class GenerationChangedPredicate(_UpdateOnly):
 class ResourceVersionChangedPredicate(_UpdateOnly):
     def update(self, old: JSON, new: JSON) -> bool:
         return objects.meta(old).get("resourceVersion") != objects.meta(new).get("resourceVersion")
+
+
+class ChangedBesides(_UpdateOnly):
+    """Skip updates that changed nothing but ``paths`` (dotted, ``"spec.replicas"``) and the
+    bookkeeping every write changes (``resourceVersion``, ``managedFields``, ``generation``).
+
+    For a watch whose reconcile reads none of ``paths``: an owner that mirrors a child's
+    status need not run for each scale write the child takes. An update with the same
+    resourceVersion (a resync) is skipped, as :class:`ResourceVersionChangedPredicate` does.
+    """
+
+    def __init__(self, *paths: str) -> None:
+        self.paths = tuple(tuple(path.split(".")) for path in (*paths, *_BOOKKEEPING))
+
+    def update(self, old: JSON, new: JSON) -> bool:
+        if objects.meta(old).get("resourceVersion") == objects.meta(new).get("resourceVersion"):
+            return False
+        return _without(old, self.paths) != _without(new, self.paths)
+
+
+_BOOKKEEPING = ("metadata.resourceVersion", "metadata.managedFields", "metadata.generation")
+
+
+def _without(obj: JSON, paths: tuple[tuple[str, ...], ...]) -> JSON:
+    """``obj`` with the fields at ``paths`` left out; ``obj`` itself is not changed (only the
+    dicts along each path are copied)."""
+    out = dict(obj)
+    for path in paths:
+        node = out
+        for key in path[:-1]:
+            child = node.get(key)
+            if not isinstance(child, dict):
+                break
+            copied = node[key] = dict(child)
+            node = copied
+        else:
+            node.pop(path[-1], None)
+    return out
 
 
 class LabelChangedPredicate(_UpdateOnly):

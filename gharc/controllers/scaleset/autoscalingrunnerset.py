@@ -86,7 +86,12 @@ from gharc.kube.finalizers import add_finalizer
 from gharc.kube.handler import owner_reference
 from gharc.kube.manager import ManagerLike
 from gharc.kube.objectreconciler import reconcile_fetched, request_of
-from gharc.kube.predicate import InNamespace, Predicate, ResourceVersionChangedPredicate
+from gharc.kube.predicate import (
+    ChangedBesides,
+    InNamespace,
+    Predicate,
+    ResourceVersionChangedPredicate,
+)
 from gharc.kube.reconcile import Request, Result
 from gharc.kube.resources import ROLE_BINDINGS, ROLES, SECRETS, SERVICE_ACCOUNTS, Resource
 from gharc.kube.store import copy_object
@@ -1009,6 +1014,14 @@ def index_by_scale_set(obj: Mapping[str, Any]) -> list[str]:
     return [f"{ns}/{name}"] if ns and name else []
 
 
+#: What the listener writes on the EphemeralRunnerSet for every job: the set reads neither (its
+#: status mirrors the runner set's status), so those writes do not wake it (2.6 a job).
+RUNNER_SET_SCALE_FIELDS = ("spec.replicas", "spec.patchID")
+#: The in-process listener's last-message time: the set's listener condition reads the phase
+#: and message only.
+LISTENER_HEARTBEAT_FIELD = "status.lastMessageTime"
+
+
 def setup(manager: ManagerLike, deps: ScaleSetDeps) -> Controller:
     """The AutoscalingRunnerSet controller: ``For(ARS)``, ``Owns(EphemeralRunnerSet)``,
     ``Watches(AutoscalingListener)`` mapped to ``spec.autoscalingRunnerSetNamespace/Name``
@@ -1030,8 +1043,8 @@ def setup(manager: ManagerLike, deps: ScaleSetDeps) -> Controller:
         Builder(manager)
         .named("autoscalingrunnerset")
         .for_(AUTOSCALING_RUNNER_SETS, ResourceVersionChangedPredicate(), *scope)
-        .owns(EPHEMERAL_RUNNER_SETS, ResourceVersionChangedPredicate(), *scope)
-        .watches(AUTOSCALING_LISTENERS, to_runner_set, ResourceVersionChangedPredicate())
+        .owns(EPHEMERAL_RUNNER_SETS, ChangedBesides(*RUNNER_SET_SCALE_FIELDS), *scope)
+        .watches(AUTOSCALING_LISTENERS, to_runner_set, ChangedBesides(LISTENER_HEARTBEAT_FIELD))
         .complete(reconciler)
     )
 

@@ -15,7 +15,12 @@ from gharc.kube.handler import EnqueueRequestForOwner, owner_reference
 from gharc.kube.informer import EventHandlerFuncs, Informer
 from gharc.kube.labels import Selector
 from gharc.kube.logging import JsonFormatter, log_context
-from gharc.kube.predicate import GenerationChangedPredicate, LabelSelectorPredicate, not_
+from gharc.kube.predicate import (
+    ChangedBesides,
+    GenerationChangedPredicate,
+    LabelSelectorPredicate,
+    not_,
+)
 from gharc.kube.reconcile import Request
 from gharc.kube.resources import CONFIG_MAPS, NAMESPACES, PODS
 from gharc.kube.store import BY_OWNER_UID, Store, copy_object, index_by_owner_uid
@@ -203,6 +208,32 @@ def test_predicates_filter_status_only_updates_and_unmatched_labels() -> None:
     assert sel.create(obj("a", labels={"app": "gharc"}))
     assert not sel.create(obj("a"))
     assert not_(sel).create(obj("a"))
+
+
+def test_changed_besides_skips_updates_of_the_named_fields_only() -> None:
+    def runner_set(rv: str, generation: int, replicas: int, patch_id: int, **status: Any) -> Any:
+        o = obj("set", rv=rv, generation=generation, managedFields=[{"manager": rv}])
+        o["spec"] = {"replicas": replicas, "patchID": patch_id, "template": {"image": "a"}}
+        o["status"] = {"currentReplicas": 1, **status}
+        return o
+
+    scale_writes = ChangedBesides("spec.replicas", "spec.patchID")
+    before = runner_set("1", 1, 1, 4)
+    assert not scale_writes.update(before, runner_set("2", 2, 3, 5)), "a listener's patch"
+    assert scale_writes.update(before, runner_set("2", 1, 1, 4, pendingEphemeralRunners=2))
+    edited = runner_set("2", 2, 1, 4)
+    edited["spec"]["template"] = {"image": "b"}
+    assert scale_writes.update(before, edited)
+    labelled = runner_set("2", 1, 1, 4)
+    labelled["metadata"]["labels"] = {"team": "a"}
+    assert scale_writes.update(before, labelled)
+    assert not scale_writes.update(before, runner_set("1", 1, 1, 4)), "a resync"
+    assert before == runner_set("1", 1, 1, 4), "the cached objects are left as they were"
+    assert scale_writes.create(before) and scale_writes.delete(before)
+    assert ChangedBesides("status.lastMessageTime").update(
+        {"metadata": {"resourceVersion": "1"}, "status": "odd"},
+        {"metadata": {"resourceVersion": "2"}, "status": "odder"},
+    ), "a field that is not a mapping where the path expects one is compared whole"
 
 
 def test_json_logs_carry_the_reconcile_context() -> None:
