@@ -339,7 +339,9 @@ class ListenerRun:
 
             metrics_url = f"http://127.0.0.1:{world.metrics_port}/metrics"
             lag_before = await scrape_buckets(metrics_url, LOOP_LAG)
-            calls_before = _calls(gh.call_table(), await world.kube_calls())
+            calls_before = _calls(
+                gh.call_table(), await world.kube_calls(), await reconciles(metrics_url)
+            )
             served_before = await apiserver_time(world)
             harness0 = proc_cpu_seconds(me)
             plane0 = sum(_cpu(plane).values())
@@ -352,7 +354,7 @@ class ListenerRun:
             served = await apiserver_time(world)
             res.apiserver_time = _time_delta(served, served_before)
             lag = _bucket_delta(await scrape_buckets(metrics_url, LOOP_LAG), lag_before)
-            calls = _calls(gh.call_table(), await world.kube_calls())
+            calls = _calls(gh.call_table(), await world.kube_calls(), await reconciles(metrics_url))
             calls.subtract(calls_before)
             res.loop_lag_p99 = bucket_quantile(lag, 0.99)
             res.loop_lag_max_bucket = bucket_quantile(lag, 1.0)
@@ -526,10 +528,23 @@ def scale_table(results: list[RunResult]) -> str:
     return "\n".join(lines)
 
 
-def _calls(call_table: Any, kube: dict[str, int]) -> Counter[str]:
-    """GitHub and Kubernetes calls so far, keyed as :attr:`RunResult.calls_per_job` is."""
+def _calls(call_table: Any, kube: dict[str, int], reconciled: dict[str, int]) -> Counter[str]:
+    """GitHub and Kubernetes calls and reconciles so far, keyed as
+    :attr:`RunResult.calls_per_job` is."""
     out: Counter[str] = Counter(github_calls(call_table))
     out.update({f"kube {key}": n for key, n in kube.items()})
+    out.update({f"reconcile {name}": n for name, n in reconciled.items()})
+    return out
+
+
+async def reconciles(url: str) -> Counter[str]:
+    """Reconciles so far by controller, from the controller's own
+    ``controller_runtime_reconcile_total`` (every result)."""
+    from testworld.world import scrape_samples
+
+    out: Counter[str] = Counter()
+    for labels, n in await scrape_samples(url, "controller_runtime_reconcile_total"):
+        out[labels.get("controller", "")] += n
     return out
 
 
@@ -562,7 +577,7 @@ def _stage_lines(r: RunResult) -> list[str]:
     lines.append(f"N={r.scale_sets}: the slowest pickups, stage by stage (s)")
     lines.extend(slowest_line(pickup, stages) for pickup, stages in r.slowest)
     if r.calls_per_job:
-        lines.append(f"N={r.scale_sets}: calls per job during the workload")
+        lines.append(f"N={r.scale_sets}: calls and reconciles per job during the workload")
         lines.extend(f"  {key:<60} {n:6.2f}" for key, n in r.calls_per_job.items())
     if r.apiserver_time:
         total = sum(s for s, _ in r.apiserver_time.values())
