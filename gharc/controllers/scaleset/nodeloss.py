@@ -36,6 +36,7 @@ from gharc.kube.client import KubeClient
 from gharc.kube.controller import Controller
 from gharc.kube.informer import compact
 from gharc.kube.manager import ManagerLike
+from gharc.kube.predicate import Funcs
 from gharc.kube.reconcile import Request, Result
 from gharc.kube.resources import NODES, PODS
 
@@ -91,6 +92,23 @@ def pod_to_node(obj: Mapping[str, Any]) -> Iterable[Request]:
     node's list after the node's own event is still seen (level-triggered)."""
     node = objects.spec_of(obj).get("nodeName")
     return [Request("", str(node))] if node else []
+
+
+def _node_name(obj: Mapping[str, Any]) -> Any:
+    return objects.spec_of(obj).get("nodeName")
+
+
+#: The pod events that can matter to a node's loss: a pod bound to a node (a create with
+#: ``nodeName``, or the binding) and a deletion begun, which a lost node's kubelet would
+#: never finish. Status writes, most of a runner pod's events, cannot: its node's own events
+#: and resyncs bring the rest.
+POD_PLACEMENT = Funcs(
+    on_create=lambda obj: bool(_node_name(obj)),
+    on_update=lambda old, new: (
+        _node_name(old) != _node_name(new) or objects.is_deleting(old) != objects.is_deleting(new)
+    ),
+    on_delete=lambda _obj: False,
+)
 
 
 def _rfc3339(t: float) -> str:
@@ -210,6 +228,6 @@ def setup(manager: ManagerLike, deps: ScaleSetDeps) -> Controller | None:
         Builder(manager)
         .named("nodeloss")
         .for_(NODES)
-        .watches(PODS, pod_to_node)
+        .watches(PODS, pod_to_node, POD_PLACEMENT)
         .complete(NodeLossReconciler(deps.client(manager), manager.cache, timeout))
     )

@@ -18,6 +18,7 @@ from gharc.controllers.scaleset.credentials import ClientResolver
 from gharc.controllers.scaleset.deps import ScaleSetDeps
 from gharc.controllers.scaleset.options import ScaleSetOptions
 from gharc.kube import errors as kerrors
+from gharc.kube import metrics
 from gharc.kube.cache import Cache
 from gharc.kube.resources import NODES, PODS
 from testworld.setupmanager import SetupManager
@@ -157,3 +158,56 @@ def _ready(node: str, status: str) -> JSON:
             ]
         }
     }
+
+
+def _node_reconciles() -> float:
+    return sum(
+        sample.value
+        for family in metrics.RECONCILE_TOTAL.collect()
+        for sample in family.samples
+        if sample.name.endswith("_total") and sample.labels.get("controller") == "nodeloss"
+    )
+
+
+async def _settled_reconciles(quiet: float = 2.0) -> float:
+    count = _node_reconciles()
+    for _ in range(30):
+        await asyncio.sleep(quiet)
+        if _node_reconciles() == count:
+            return count
+        count = _node_reconciles()
+    raise AssertionError("the node loss reconciler never settled")
+
+
+async def test_a_runner_pods_status_writes_do_not_wake_its_node(
+    world: World, api_client: Any
+) -> None:
+    node = f"node-{world.namespace}"
+    cache, tasks, controller = await _start_node_loss(world)
+    kubelet = KubeletSimulator(api_client, namespaces=[world.namespace], node_name=node)
+    await kubelet.start()
+    try:
+        await world.create_ers(replicas=1, patch_id=1)
+
+        async def running() -> JSON | None:
+            pods = list((await _pods_on(world, node)).values())
+            return pods[0] if pods and pods[0]["status"].get("phase") == "Running" else None
+
+        pod = await eventually(running, timeout=30, message="a runner pod Running on the node")
+        before = await _settled_reconciles()
+        for n in range(3):
+            condition = {"type": f"example.com/probe-{n}", "status": "True"}
+            await world.kube.patch_status(PODS, pod, {"status": {"conditions": [condition]}})
+        await asyncio.sleep(2.0)
+        assert _node_reconciles() == before, "a pod's status write woke its node"
+        # The control: a pod bound to the node still wakes it.
+        await world.scale(replicas=2, patch_id=2)
+        await eventually(lambda: _node_reconciles() > before, timeout=30, message="woken")
+    finally:
+        await kubelet.stop()
+        await controller.stop()
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        await cache.stop()
+        await world.kube.delete(NODES, node, missing_ok=True)

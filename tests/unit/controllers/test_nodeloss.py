@@ -47,6 +47,20 @@ def running_pod(name: str, *, deleting: bool = False) -> JSON:
     }
 
 
+def test_only_placement_and_deletion_of_a_pod_wake_its_node() -> None:
+    placement = nodeloss.POD_PLACEMENT
+    pending = running_pod("p")
+    pending["spec"] = {}
+    bound = running_pod("p")
+    assert not placement.create(pending) and placement.create(bound)
+    assert placement.update(pending, bound), "the binding"
+    finished = running_pod("p")
+    finished["status"] = {"phase": "Succeeded"}
+    assert not placement.update(bound, finished), "a status write"
+    assert placement.update(bound, running_pod("p", deleting=True)), "a deletion begun"
+    assert not placement.delete(bound)
+
+
 def test_slim_node_keeps_the_ready_condition_only() -> None:
     slim = nodeloss.slim_node(node("True"))
     assert slim["metadata"] == {"name": "n1", "uid": "u"}
