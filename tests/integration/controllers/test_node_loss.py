@@ -4,6 +4,7 @@ Running (deletions never finished), and the runners and the listener on it come 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import datetime as dt
 from collections.abc import AsyncIterator
 from typing import Any
@@ -37,8 +38,11 @@ async def world(kubeconfig: str, namespace: str) -> AsyncIterator[World]:
         yield w
 
 
-async def _start_node_loss(world: World) -> tuple[Cache, list[asyncio.Task[None]], Any]:
-    """The node loss controller, as the manager runs it (its own cache: Nodes and pods)."""
+@contextlib.asynccontextmanager
+async def node_loss_and_kubelet(world: World, api_client: Any) -> AsyncIterator[Any]:
+    """The node loss controller, as the manager runs it (its own cache: Nodes and pods),
+    and a kubelet simulator on node ``node-<namespace>``; both stopped and the nodes
+    deleted afterwards."""
     cache = Cache(world.kube, namespace=world.namespace)
     manager = SetupManager(world.kube, cache)
     options = ScaleSetOptions(controller_namespace=world.namespace, node_loss_timeout=TIMEOUT)
@@ -47,8 +51,20 @@ async def _start_node_loss(world: World) -> tuple[Cache, list[asyncio.Task[None]
     assert controller is not None
     await cache.start()
     task = asyncio.create_task(controller.start())
-    assert await controller.wait_started(30)
-    return cache, [task], controller
+    node = f"node-{world.namespace}"
+    kubelet = KubeletSimulator(api_client, namespaces=[world.namespace], node_name=node)
+    try:
+        assert await controller.wait_started(30)
+        await kubelet.start()
+        yield kubelet
+    finally:
+        await kubelet.stop()
+        await controller.stop()
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        await cache.stop()
+        for extra in {*kubelet.lost_nodes, kubelet.node_name, node}:
+            await world.kube.delete(NODES, extra, missing_ok=True)
 
 
 async def _pods_on(world: World, node: str) -> dict[str, JSON]:
@@ -58,10 +74,7 @@ async def _pods_on(world: World, node: str) -> dict[str, JSON]:
 
 async def test_runners_of_a_lost_node_are_replaced(world: World, api_client: Any) -> None:
     node = f"node-{world.namespace}"
-    cache, tasks, controller = await _start_node_loss(world)
-    kubelet = KubeletSimulator(api_client, namespaces=[world.namespace], node_name=node)
-    await kubelet.start()
-    try:
+    async with node_loss_and_kubelet(world, api_client) as kubelet:
         await world.create_ers(replicas=3, patch_id=1)
         runners = await world.wait_runners(3)
 
@@ -98,15 +111,6 @@ async def test_runners_of_a_lost_node_are_replaced(world: World, api_client: Any
         await world.recorder.seen("PodFailed", idle)
         with pytest.raises(kerrors.NotFound):
             await world.kube.get(PODS, busy, namespace=world.namespace)
-    finally:
-        await kubelet.stop()
-        await controller.stop()
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-        await cache.stop()
-        for extra in [*kubelet.lost_nodes, kubelet.node_name]:
-            await world.kube.delete(NODES, extra, missing_ok=True)
 
 
 async def test_listener_pod_of_a_lost_node_is_recreated(
@@ -183,10 +187,7 @@ async def test_a_runner_pods_status_writes_do_not_wake_its_node(
     world: World, api_client: Any
 ) -> None:
     node = f"node-{world.namespace}"
-    cache, tasks, controller = await _start_node_loss(world)
-    kubelet = KubeletSimulator(api_client, namespaces=[world.namespace], node_name=node)
-    await kubelet.start()
-    try:
+    async with node_loss_and_kubelet(world, api_client):
         await world.create_ers(replicas=1, patch_id=1)
 
         async def running() -> JSON | None:
@@ -203,11 +204,3 @@ async def test_a_runner_pods_status_writes_do_not_wake_its_node(
         # The control: a pod bound to the node still wakes it.
         await world.scale(replicas=2, patch_id=2)
         await eventually(lambda: _node_reconciles() > before, timeout=30, message="woken")
-    finally:
-        await kubelet.stop()
-        await controller.stop()
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-        await cache.stop()
-        await world.kube.delete(NODES, node, missing_ok=True)
