@@ -13,10 +13,10 @@ from collections.abc import Awaitable, Callable
 
 import pytest
 from _arsworld import World, running_world, utc
+from _reconciles import reconcile_count, settled_count
 
 from gharc.api.resources import AUTOSCALING_LISTENERS, EPHEMERAL_RUNNER_SETS
 from gharc.api.scaleset import constants as c
-from gharc.kube import metrics
 from testworld.wait import eventually
 
 pytestmark = [pytest.mark.cluster]
@@ -26,34 +26,12 @@ QUIET = 2.0
 """Seconds without a reconcile of the set that count as settled (and as "not woken")."""
 
 
-def reconciles() -> float:
-    """Reconciles of the AutoscalingRunnerSet controller in this process so far."""
-    return sum(
-        sample.value
-        for family in metrics.RECONCILE_TOTAL.collect()
-        for sample in family.samples
-        if sample.name.endswith("_total") and sample.labels.get("controller") == CONTROLLER
-    )
-
-
-async def settled() -> float:
-    """Wait until no reconcile of the set happened for :data:`QUIET` seconds; the count."""
-    count = reconciles()
-    for _ in range(30):
-        await asyncio.sleep(QUIET)
-        now = reconciles()
-        if now == count:
-            return count
-        count = now
-    raise AssertionError("the AutoscalingRunnerSet reconciler never settled")
-
-
 async def wakes(w: World, write: Callable[[], Awaitable[object]]) -> bool:
     """Whether ``write`` led to a reconcile of the set within :data:`QUIET` seconds."""
-    before = await settled()
+    before = await settled_count(CONTROLLER, QUIET)
     await write()
     await asyncio.sleep(QUIET)
-    return reconciles() > before
+    return reconcile_count(CONTROLLER) > before
 
 
 async def test_scale_writes_and_listener_heartbeats_do_not_wake_the_set(

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from _arsworld import running_world
 from _erworld import World, world_fixture
+from _reconciles import reconcile_count, settled_count
 from kubernetes_asyncio import client
 
 from gharc.controllers.scaleset import nodeloss
@@ -19,7 +20,6 @@ from gharc.controllers.scaleset.credentials import ClientResolver
 from gharc.controllers.scaleset.deps import ScaleSetDeps
 from gharc.controllers.scaleset.options import ScaleSetOptions
 from gharc.kube import errors as kerrors
-from gharc.kube import metrics
 from gharc.kube.cache import Cache
 from gharc.kube.resources import NODES, PODS
 from testworld.setupmanager import SetupManager
@@ -164,25 +164,6 @@ def _ready(node: str, status: str) -> JSON:
     }
 
 
-def _node_reconciles() -> float:
-    return sum(
-        sample.value
-        for family in metrics.RECONCILE_TOTAL.collect()
-        for sample in family.samples
-        if sample.name.endswith("_total") and sample.labels.get("controller") == "nodeloss"
-    )
-
-
-async def _settled_reconciles(quiet: float = 2.0) -> float:
-    count = _node_reconciles()
-    for _ in range(30):
-        await asyncio.sleep(quiet)
-        if _node_reconciles() == count:
-            return count
-        count = _node_reconciles()
-    raise AssertionError("the node loss reconciler never settled")
-
-
 async def test_a_runner_pods_status_writes_do_not_wake_its_node(
     world: World, api_client: Any
 ) -> None:
@@ -195,12 +176,12 @@ async def test_a_runner_pods_status_writes_do_not_wake_its_node(
             return pods[0] if pods and pods[0]["status"].get("phase") == "Running" else None
 
         pod = await eventually(running, timeout=30, message="a runner pod Running on the node")
-        before = await _settled_reconciles()
+        before = await settled_count("nodeloss")
         for n in range(3):
             condition = {"type": f"example.com/probe-{n}", "status": "True"}
             await world.kube.patch_status(PODS, pod, {"status": {"conditions": [condition]}})
         await asyncio.sleep(2.0)
-        assert _node_reconciles() == before, "a pod's status write woke its node"
+        assert reconcile_count("nodeloss") == before, "a pod's status write woke its node"
         # The control: a pod bound to the node still wakes it.
         await world.scale(replicas=2, patch_id=2)
-        await eventually(lambda: _node_reconciles() > before, timeout=30, message="woken")
+        await eventually(lambda: reconcile_count("nodeloss") > before, timeout=30, message="woken")
