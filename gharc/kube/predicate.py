@@ -80,7 +80,7 @@ class ResourceVersionChangedPredicate(_UpdateOnly):
         return objects.meta(old).get("resourceVersion") != objects.meta(new).get("resourceVersion")
 
 
-class ChangedBesides(_UpdateOnly):
+class ChangedBesides(ResourceVersionChangedPredicate):
     """Skip updates that changed nothing but ``paths`` (dotted, ``"spec.replicas"``) and the
     bookkeeping every write changes (``resourceVersion``, ``managedFields``, ``generation``).
 
@@ -93,9 +93,7 @@ class ChangedBesides(_UpdateOnly):
         self.paths = tuple(tuple(path.split(".")) for path in (*paths, *_BOOKKEEPING))
 
     def update(self, old: JSON, new: JSON) -> bool:
-        if objects.meta(old).get("resourceVersion") == objects.meta(new).get("resourceVersion"):
-            return False
-        return _without(old, self.paths) != _without(new, self.paths)
+        return super().update(old, new) and _without(old, self.paths) != _without(new, self.paths)
 
 
 _BOOKKEEPING = ("metadata.resourceVersion", "metadata.managedFields", "metadata.generation")

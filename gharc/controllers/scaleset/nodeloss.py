@@ -90,7 +90,7 @@ def lost_since(node: Mapping[str, Any] | None) -> float | None:
 def pod_to_node(obj: Mapping[str, Any]) -> Iterable[Request]:
     """A runner or listener pod's events wake its node, so a pod that reaches a lost
     node's list after the node's own event is still seen (level-triggered)."""
-    node = objects.spec_of(obj).get("nodeName")
+    node = _node_name(obj)
     return [Request("", str(node))] if node else []
 
 
